@@ -1,0 +1,83 @@
+# The course's commands.  `make book` and `make test` are all a newcomer needs (README.md).
+# Everything runs inside the virtual environment $(VENV), created on first use.
+
+VENV   ?= .venv
+PYTHON ?= python3
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+IDS    := $(notdir $(patsubst %/,%,$(wildcard solutions/*/)))
+NBGRADER := cd autograde && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/nbgrader
+
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: help venv book serve test test-fast lab execute release collect autograde feedback grades clean
+
+help:
+	@echo "make book       build the book into _build/html (first run installs everything into $(VENV))"
+	@echo "make test       run every test (library, notebooks, release, grading, book, browser)"
+	@echo "make lab        JupyterLab on the student notebooks"
+	@echo "make execute    re-run the solution notebooks and store their outputs (authors)"
+	@echo "make release    regenerate notebooks/ from solutions/ (instructors, authors)"
+	@echo "make autograde ID=<id> / feedback ID=<id> / grades / collect ZIP=<zip> ID=<id>"
+
+# ---------------------------------------------------------------- environment
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -e ".[all]"
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+venv: $(STAMP)
+
+# ---------------------------------------------------------------- the book
+book: $(STAMP)
+	$(PY) tools/book_pages.py
+	$(BIN)/jupyter-book build . -W --keep-going
+	@echo
+	@echo "The book is in $(abspath _build/html). Open $(abspath _build/html/index.html)"
+	@echo "or run 'make serve' and visit http://127.0.0.1:8000"
+
+serve:
+	$(PY) -m http.server --bind 127.0.0.1 --directory _build/html 8000
+
+# ---------------------------------------------------------------- tests
+test: $(STAMP)
+	bash tools/ensure_chromium.sh
+	$(PY) -m pytest tests solutions --nbval --nbval-current-env --nbval-cell-timeout=600 --durations=15
+
+# ---------------------------------------------------------------- learners
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks
+
+# ---------------------------------------------------------------- authors
+execute: $(STAMP)
+	for id in $(IDS); do \
+	  COURSE_FAST=0 $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.timeout=-1 solutions/$$id/$$id.ipynb || exit 1; \
+	done
+
+# ---------------------------------------------------------------- instructors (nbgrader)
+release: $(STAMP)
+	for id in $(IDS); do ( $(NBGRADER) generate_assignment $$id --force ) || exit 1; done
+
+collect: $(STAMP)
+	@test -n "$(ZIP)" -a -n "$(ID)" || (echo "usage: make collect ZIP=submissions.zip ID=<assignment id>"; exit 2)
+	mkdir -p autograde/downloaded/$(ID)/archive && cp "$(ZIP)" autograde/downloaded/$(ID)/archive/
+	$(NBGRADER) zip_collect $(ID) --force
+
+autograde: $(STAMP)
+	@test -n "$(ID)" || (echo "usage: make autograde ID=<assignment id>"; exit 2)
+	$(NBGRADER) autograde $(ID) --force
+
+feedback: $(STAMP)
+	@test -n "$(ID)" || (echo "usage: make feedback ID=<assignment id>"; exit 2)
+	$(NBGRADER) generate_feedback $(ID) --force
+
+grades: $(STAMP)
+	$(NBGRADER) export --to grades.csv
+	@echo "grades written to autograde/grades.csv"
+
+clean:
+	rm -rf _build book/chapters

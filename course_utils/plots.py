@@ -1,0 +1,52 @@
+"""Figures the chapters share: attention heatmaps first."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import torch
+from torch import Tensor
+
+
+def attention_heatmap(
+    weights: Tensor,
+    *,
+    query_labels: Sequence[str] | None = None,
+    key_labels: Sequence[str] | None = None,
+    title: str | None = None,
+    annotate: bool | None = None,
+    ax: plt.Axes | None = None,
+    cmap: str = "viridis",
+) -> plt.Axes:
+    """Draw a ``(m, n)`` weight matrix: rows are queries, columns are keys.
+
+    Values are annotated when the matrix is small (at most 12 x 12) unless
+    ``annotate`` says otherwise.  Returns the axes, so figures can be composed.
+    """
+    w = torch.as_tensor(weights).detach().to("cpu", torch.float64)
+    if w.dim() == 1:
+        w = w.unsqueeze(0)
+    if w.dim() != 2:
+        raise ValueError(f"attention_heatmap: expected (m, n) weights, got shape {tuple(w.shape)}")
+    m, n = w.shape
+    for labels, size, what in ((query_labels, m, "query_labels"), (key_labels, n, "key_labels")):
+        if labels is not None and len(labels) != size:
+            raise ValueError(f"attention_heatmap: {what} has {len(labels)} entries for {size} rows/columns")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(3.0, 0.5 * n + 1.5), max(2.5, 0.5 * m + 1.0)))
+    image = ax.imshow(w.numpy(), cmap=cmap, vmin=0.0, vmax=max(1e-12, float(w.max())), aspect="auto")
+    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    ax.set_xlabel("key")
+    ax.set_ylabel("query")
+    ax.set_xticks(range(n), labels=key_labels if key_labels is not None else range(n))
+    ax.set_yticks(range(m), labels=query_labels if query_labels is not None else range(m))
+    if annotate or (annotate is None and m <= 12 and n <= 12):
+        top = float(w.max())
+        for i in range(m):
+            for j in range(n):
+                value = float(w[i, j])
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8,
+                        color="black" if value > 0.6 * top else "white")
+    if title:
+        ax.set_title(title)
+    return ax

@@ -1,0 +1,49 @@
+"""What several test modules need: where things are, and the text that must never leak."""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+_HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS(.*?)### END HIDDEN TESTS", re.S)
+_SOLUTION = re.compile(r"### BEGIN SOLUTION(.*?)### END SOLUTION", re.S)
+MIN_LEN = 12  # shorter lines ("cases = []") are too generic to prove a leak
+
+
+def chapter_ids() -> list[str]:
+    return sorted(p.name for p in (ROOT / "solutions").iterdir() if (p / f"{p.name}.ipynb").is_file())
+
+
+def solution_notebook(cid: str) -> nbformat.NotebookNode:
+    return nbformat.read(ROOT / "solutions" / cid / f"{cid}.ipynb", as_version=4)
+
+
+def _lines(blocks) -> set[str]:
+    return {line.strip() for block in blocks for line in block.splitlines() if len(line.strip()) >= MIN_LEN}
+
+
+def _distinctive(cid: str, pattern: re.Pattern) -> frozenset[str]:
+    """Lines inside the pattern's blocks that appear nowhere else in the source notebook."""
+    nb = solution_notebook(cid)
+    inside, outside = [], []
+    for cell in nb.cells:
+        inside += pattern.findall(cell.source)
+        outside.append(pattern.sub("", cell.source))
+    return frozenset(_lines(inside) - _lines(outside))
+
+
+@lru_cache(maxsize=None)
+def hidden_test_lines_of(cid: str) -> frozenset[str]:
+    return _distinctive(cid, _HIDDEN)
+
+
+@lru_cache(maxsize=None)
+def solution_lines_of(cid: str) -> frozenset[str]:
+    return _distinctive(cid, _SOLUTION)
+
+
+def hidden_test_lines() -> dict[str, frozenset[str]]:
+    return {cid: hidden_test_lines_of(cid) for cid in chapter_ids()}

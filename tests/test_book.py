@@ -1,0 +1,140 @@
+"""The book: it builds with warnings as errors, publishes only its pages, and each chapter page
+works in a real browser (headless Chromium): no console errors, math typeset, figures
+present, "Show solution" toggles, no hidden-test text visible.  Screenshots go to
+test-artifacts/screenshots/<page>.png.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT, chapter_ids, hidden_test_lines
+
+HTML = ROOT / "_build" / "html"
+SHOTS = ROOT / "test-artifacts" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def built_book() -> Path:
+    """Build the book exactly as `make book` does (pages from solutions, then Jupyter Book -W)."""
+    subprocess.run([sys.executable, "tools/book_pages.py"], cwd=ROOT, check=True)
+    jb = Path(sys.executable).with_name("jupyter-book")
+    proc = subprocess.run([str(jb), "build", ".", "-W", "--keep-going"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, f"book build failed (warnings are errors):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return HTML
+
+
+def test_book_publishes_only_toc_pages(built_book):
+    pages = {p.relative_to(built_book).as_posix() for p in built_book.rglob("*.html")}
+    for forbidden in ("solutions/", "autograde/", "notebooks/", "tests/"):
+        assert not [p for p in pages if p.startswith(forbidden)], f"{forbidden} leaked into the HTML"
+    for cid in chapter_ids():
+        assert f"book/chapters/{cid}.html" in pages, f"chapter {cid} missing from the book (listed in _toc.yml?)"
+
+
+def test_book_has_no_hidden_tests_or_markers(built_book):
+    hidden = hidden_test_lines()
+    for page in built_book.rglob("*"):
+        if page.suffix not in {".html", ".ipynb", ".txt", ".js", ".md"} or "_static" in page.parts:
+            continue
+        text = page.read_text(encoding="utf-8", errors="replace")
+        for marker in ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "### BEGIN SOLUTION", "### END SOLUTION"):
+            assert marker not in text, f"{page.relative_to(built_book)} contains the nbgrader marker {marker!r}"
+        import html as _html
+        plain = _html.unescape(text)
+        for cid, lines in hidden.items():
+            leaked = [line for line in lines if line in plain]
+            assert not leaked, f"{page.relative_to(built_book)} shows hidden tests of {cid}: {leaked[:3]}"
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep pytest output readable
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(built_book):
+    handler = functools.partial(_QuietHandler, directory=str(built_book))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    exe = _chromium()
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing under CI: tools/ensure_chromium.sh should have installed it")
+        pytest.skip("Chromium not installed (run tools/ensure_chromium.sh)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=exe,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+        )
+        yield b
+        b.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("cid", chapter_ids())
+def test_chapter_page_in_browser(cid, server, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
+    page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+    page.goto(f"{server}/book/chapters/{cid}.html", wait_until="networkidle")
+
+    # Math: MathJax 3 replaces TeX with <mjx-container>; wait until it has finished.
+    page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30_000)
+    page.evaluate("MathJax.startup.promise")
+    typeset = page.locator("mjx-container").count()
+    assert typeset > 0, "no typeset math on the page"
+    assert page.locator("mjx-merror").count() == 0, "MathJax reported a TeX error"
+    raw_tex = page.evaluate(
+        "Array.from(document.querySelectorAll('.math')).filter(e => !e.querySelector('mjx-container')).length")
+    assert raw_tex == 0, f"{raw_tex} math elements were left untypeset"
+
+    # Figures: every stored image output is present and decoded.
+    images = page.locator("article img")
+    assert images.count() > 0, "no figures on the page"
+    broken = page.evaluate("Array.from(document.querySelectorAll('article img')).filter(i => !(i.complete && i.naturalWidth > 0)).length")
+    assert broken == 0, f"{broken} figures failed to load"
+
+    # Solutions are folded behind a toggle that opens.
+    toggles = page.locator("details.hide summary", has_text="Show solution")
+    assert toggles.count() > 0, "no 'Show solution' toggle"
+    toggles.first.click()
+    assert page.locator("details.hide[open]").count() > 0, "the 'Show solution' toggle did not open"
+
+    # No hidden-test text in what a reader can see (after opening every toggle).
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    visible_text = page.inner_text("article")
+    leaked = [line for line in hidden_test_lines()[cid] if line in visible_text]
+    assert not leaked, f"hidden test text visible on the page: {leaked[:3]}"
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = false)")
+    page.screenshot(path=str(SHOTS / f"{cid}.png"), full_page=True)
+    page.close()
+    assert not errors, "browser errors:\n" + "\n".join(errors)
