@@ -5,13 +5,16 @@ keys ``(..., n, d_k)``, values ``(..., n, d_v)``; functions return ``(output, we
 with ``weights`` of shape ``(..., m, n)``, each row summing to 1.
 
 Chapter 01: ``softmax``, ``attention_pool``, ``attend``.
+Chapter 03: ``scaled_dot_product_attention`` (masks follow ``course_utils.masking``).
 """
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor
 
-__all__ = ["softmax", "attention_pool", "attend"]
+__all__ = ["softmax", "attention_pool", "attend", "scaled_dot_product_attention"]
 
 
 def _require_float(name: str, fn: str, t: Tensor) -> None:
@@ -99,3 +102,19 @@ def attend(queries: Tensor, keys: Tensor, values: Tensor) -> tuple[Tensor, Tenso
     scores = queries @ keys.transpose(-2, -1)  # (..., m, n): row i scores query i
     weights = softmax(scores, dim=-1)  # normalise over the keys
     return weights @ values, weights
+
+
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """softmax(Q K^T / sqrt(d_k)) V with an optional bool mask (True = may attend).
+
+    q ``(..., m, d_k)``, k ``(..., n, d_k)``, v ``(..., n, d_v)``, mask broadcasting to
+    ``(..., m, n)`` -> out ``(..., m, d_v)``, weights ``(..., m, n)``.  A query whose keys are
+    all blocked gets zero weights and a zero output.  The scale is sqrt(d_k), the size of
+    the vectors in the dot product, not d_v.
+    """
+    from .masking import masked_softmax
+
+    check_qkv("scaled_dot_product_attention", q, k, v)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    weights = masked_softmax(scores, mask, dim=-1)
+    return weights @ v, weights

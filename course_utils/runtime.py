@@ -57,12 +57,8 @@ def pick_device(prefer: str | None = None) -> torch.device:
     return torch.device("cpu")
 
 
-def seed_everything(seed: int = 0) -> torch.Generator:
-    """Seed Python, NumPy (if present) and PyTorch; return a CPU generator seeded the same.
-
-    Passing the returned generator to ``torch.randn(..., generator=g)`` keeps a cell's
-    random numbers independent of how many random numbers earlier cells drew.
-    """
+def seed_everything(seed: int = 0) -> None:
+    """Seed Python, NumPy (if present) and PyTorch (all devices) for reproducible cells."""
     random.seed(seed)
     try:
         import numpy as np
@@ -71,4 +67,9 @@ def seed_everything(seed: int = 0) -> torch.Generator:
     except ImportError:  # NumPy is optional for the course's own code
         pass
     torch.manual_seed(seed)
+
+
+def generator(seed: int) -> torch.Generator:
+    """A CPU generator seeded with ``seed``: ``torch.randn(..., generator=generator(0))`` draws
+    the same numbers whatever earlier cells drew."""
     return torch.Generator().manual_seed(seed)

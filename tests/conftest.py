@@ -1,0 +1,38 @@
+"""Fixtures shared by the release and grading tests: a throw-away copy of the course."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT, chapter_ids
+
+BIN = Path(sys.executable).parent
+
+
+def nbgrader(course: Path, *args: str, env_extra: dict | None = None, timeout: int = 1800) -> subprocess.CompletedProcess:
+    """Run nbgrader in ``course/autograde`` with the course's config, as `make` does."""
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.pop("CI", None)  # grading must behave as it does on an instructor's machine
+    env.update(env_extra or {})
+    proc = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course / "autograde", env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise AssertionError(f"nbgrader {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def course(tmp_path_factory) -> Path:
+    """solutions/ and the nbgrader config copied to a temporary folder, with a fresh release."""
+    root = tmp_path_factory.mktemp("course")
+    shutil.copytree(ROOT / "solutions", root / "solutions")
+    (root / "autograde").mkdir()
+    shutil.copy2(ROOT / "autograde" / "nbgrader_config.py", root / "autograde" / "nbgrader_config.py")
+    for cid in chapter_ids():
+        nbgrader(root, "generate_assignment", cid, "--force")
+    return root

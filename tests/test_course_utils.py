@@ -1,0 +1,236 @@
+"""Unit tests of course_utils: references against PyTorch, checks, pristine copies, runtime."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from course_utils import attention, checks, runtime
+from course_utils.grading import pristine
+
+DTYPES = [torch.float32, torch.float64]
+
+
+# ------------------------------------------------------------------ references
+@settings(max_examples=60, deadline=None)
+@given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=4), data=st.data(),
+       scale=st.sampled_from([1.0, 30.0, 1e4]), double=st.booleans())
+def test_softmax_matches_torch(shape, data, scale, double):
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
+    dtype = torch.float64 if double else torch.float32
+    x = checks.random_tensor(*shape, dtype=dtype, seed=len(shape), scale=scale)
+    got = attention.softmax(x, dim=dim)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got, torch.softmax(x, dim=dim))
+
+
+def test_softmax_is_finite_for_huge_inputs():
+    x = torch.tensor([1e4, -1e4, 1e4 - 1.0])
+    assert torch.isfinite(attention.softmax(x)).all()
+    assert torch.allclose(attention.softmax(torch.full((3,), -1e4)), torch.full((3,), 1 / 3))
+
+
+def test_softmax_of_the_slides_example():
+    w = attention.softmax(torch.tensor([2.0, 4.0, 4.0]))
+    expected = torch.tensor([1.0, math.e**2, math.e**2]) / (1 + 2 * math.e**2)
+    torch.testing.assert_close(w, expected)
+    assert abs(w[0].item() - 0.0634) < 1e-4  # the slides round this to 0.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch,m,n,d,dv", [((), 3, 5, 4, 2), ((2,), 4, 4, 8, 8), ((2, 3), 1, 7, 3, 5)])
+def test_attend_matches_pytorch_fused_attention_with_unit_scale(dtype, batch, m, n, d, dv):
+    q = checks.random_tensor(*batch, m, d, dtype=dtype, seed=1)
+    k = checks.random_tensor(*batch, n, d, dtype=dtype, seed=2)
+    v = checks.random_tensor(*batch, n, dv, dtype=dtype, seed=3)
+    out, weights = attention.attend(q, k, v)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, scale=1.0))
+    torch.testing.assert_close(weights.sum(-1), torch.ones(*batch, m, dtype=dtype))
+    assert weights.shape == (*batch, m, n)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_pool_is_one_row_of_attend(dtype):
+    q = checks.random_tensor(5, 4, dtype=dtype, seed=4)
+    k = checks.random_tensor(6, 4, dtype=dtype, seed=5)
+    v = checks.random_tensor(6, 3, dtype=dtype, seed=6)
+    out, weights = attention.attend(q, k, v)
+    for i in range(5):
+        c, w = attention.attention_pool(q[i], k, v)
+        torch.testing.assert_close(c, out[i])
+        torch.testing.assert_close(w, weights[i])
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: attention.attend(torch.randn(2, 3), torch.randn(4, 5), torch.randn(4, 2)), "d_k=3 but keys have d_k=5"),
+    (lambda: attention.attend(torch.randn(2, 3), torch.randn(4, 3), torch.randn(5, 2)), "4 keys but 5 values"),
+    (lambda: attention.attend(torch.randn(3), torch.randn(4, 3), torch.randn(4, 2)), r"\(\.\.\., tokens, features\)"),
+    (lambda: attention.attend(torch.ones(2, 3, dtype=torch.long), torch.randn(4, 3), torch.randn(4, 2)), "floating point"),
+    (lambda: attention.attend(torch.randn(2, 3), torch.randn(4, 3).double(), torch.randn(4, 2)), "mixed dtypes"),
+    (lambda: attention.attention_pool(torch.randn(2, 3), torch.randn(4, 3), torch.randn(4, 2)), "query must have 1 dim"),
+    (lambda: attention.softmax([1.0, 2.0]), "must be a torch.Tensor"),
+])
+def test_bad_input_gets_a_clear_error(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+# ------------------------------------------------------------------ checks
+def test_assert_close_names_the_first_differing_entry():
+    expected = torch.zeros(2, 3)
+    got = expected.clone()
+    got[1, 2] = 0.5
+    with pytest.raises(checks.CheckFailed, match=r"1 of 6 entries differ; first at index \[1, 2\]: got 0.5, expected 0") as info:
+        checks.assert_close(got, expected, name="weights", hint="normalise over the keys")
+    assert "Hint: normalise over the keys" in str(info.value)
+
+
+@pytest.mark.parametrize("got,match", [
+    (torch.zeros(3, 2), r"shape is \(3, 2\), expected \(2, 3\)"),
+    (torch.zeros(2, 3, dtype=torch.float64), "dtype is torch.float64, expected torch.float32"),
+    (torch.full((2, 3), float("nan")), "has NaN at index"),
+    ([0.0] * 6, "expected a torch.Tensor"),
+])
+def test_assert_close_reports_shape_dtype_nan_and_type(got, match):
+    with pytest.raises(checks.CheckFailed, match=match):
+        checks.assert_close(got, torch.zeros(2, 3))
+
+
+def test_assert_close_accepts_float64_student_against_float64_reference():
+    x = torch.randn(4, dtype=torch.float64)
+    checks.assert_close(x + 1e-12, x)
+
+
+def test_rows_sum_to_one():
+    checks.rows_sum_to_one(torch.softmax(torch.randn(3, 4), -1))
+    with pytest.raises(checks.CheckFailed, match="sums to"):
+        checks.rows_sum_to_one(torch.rand(3, 4) + 0.1)
+    with pytest.raises(checks.CheckFailed, match="negative"):
+        checks.rows_sum_to_one(torch.tensor([[1.5, -0.5]]))
+    checks.rows_sum_to_one(torch.tensor([[0.0, 0.0], [0.5, 0.5]]), allow_zero_rows=True)
+
+
+def test_compare_passes_equivalent_formulations_and_reports_the_case():
+    def einsum_attend(q, k, v):
+        w = torch.einsum("...md,...nd->...mn", q, k).softmax(-1)
+        return torch.einsum("...mn,...nv->...mv", w, v), w
+
+    def loop_attend(q, k, v):
+        rows = [attention.attention_pool(qi, k, v) for qi in q]
+        return torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows])
+
+    cases = [checks.Case((checks.random_tensor(3, 4, dtype=dt, seed=1), checks.random_tensor(5, 4, dtype=dt, seed=2),
+                          checks.random_tensor(5, 2, dtype=dt, seed=3))) for dt in DTYPES]
+    checks.compare(einsum_attend, attention.attend, cases, outputs=("context", "weights"))
+    checks.compare(loop_attend, attention.attend, cases, outputs=("context", "weights"))
+
+    def transposed(q, k, v):
+        w = (k @ q.T).softmax(-1).T
+        return w @ v, w
+
+    with pytest.raises(checks.CheckFailed, match=r"transposed\(<torch.float32 \(3, 4\)>.*-> context"):
+        checks.compare(transposed, attention.attend, cases, outputs=("context", "weights"))
+
+
+def test_compare_reports_exceptions_and_missing_work():
+    def unfinished(x, dim=-1):
+        raise NotImplementedError
+
+    def crashes(x, dim=-1):
+        return x @ torch.ones(99)
+
+    case = [checks.Case((torch.randn(2, 3),), {"dim": -1})]
+    with pytest.raises(checks.CheckFailed, match="not done yet"):
+        checks.compare(unfinished, attention.softmax, case)
+    with pytest.raises(checks.CheckFailed, match="raised RuntimeError"):
+        checks.compare(crashes, attention.softmax, case)
+
+
+def test_compare_clones_inputs_so_in_place_changes_cannot_leak():
+    def in_place(x, dim=-1):
+        x -= x.amax(dim=dim, keepdim=True)
+        x.exp_()
+        return x / x.sum(dim=dim, keepdim=True)
+
+    x = torch.randn(3, 4)
+    before = x.clone()
+    checks.compare(in_place, attention.softmax, [checks.Case((x,), {"dim": -1})])
+    assert torch.equal(x, before)
+
+
+def test_forbid_calls_sees_aliases_methods_and_copies():
+    from torch import softmax as alias
+
+    uses = {
+        "torch function by alias": lambda x: alias(x, -1),
+        "tensor method": lambda x: x.softmax(-1),
+        "functional": lambda x: F.softmax(x, -1),
+        "course reference": lambda x: attention.softmax(x),
+        "pristine copy of the reference": lambda x: pristine().attention.softmax(x),
+    }
+    for label, fn in uses.items():
+        with pytest.raises(checks.CheckFailed, match="which this exercise asks you to build yourself"):
+            with checks.forbid_calls("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax",
+                                     attention.softmax, what=label):
+                fn(torch.randn(3))
+    with checks.forbid_calls("torch.softmax", attention.softmax):
+        (torch.randn(3).exp() / 2).sum()  # allowed operations pass
+
+
+def test_forbid_calls_catches_fused_attention_inside_modules():
+    mha = torch.nn.MultiheadAttention(4, 2, batch_first=True)
+    x = torch.randn(1, 3, 4)
+    with pytest.raises(checks.CheckFailed, match="scaled_dot_product_attention"):
+        with checks.forbid_calls("torch.nn.functional.scaled_dot_product_attention"):
+            F.scaled_dot_product_attention(x, x, x)
+    with pytest.raises(checks.CheckFailed, match="MultiheadAttention"):
+        with checks.forbid_calls(torch.nn.MultiheadAttention):
+            mha(x, x, x)
+
+
+# ------------------------------------------------------------------ pristine copies
+def test_pristine_copies_ignore_rebinding(monkeypatch):
+    monkeypatch.setattr(checks, "assert_close", lambda *a, **k: None)
+    monkeypatch.setattr(attention, "softmax", lambda x, dim=-1: x)
+    P = pristine()
+    with pytest.raises(AssertionError):
+        P.checks.assert_close(torch.ones(2), torch.zeros(2))
+    torch.testing.assert_close(P.attention.softmax(torch.zeros(2)), torch.full((2,), 0.5))
+    assert P.attention is not attention and P.checks is not checks
+
+
+# ------------------------------------------------------------------ runtime
+@pytest.mark.parametrize("env,expected", [
+    ({}, False),
+    ({"CI": "true"}, True),
+    ({"NBGRADER_EXECUTION": "autograde"}, True),
+    ({"COURSE_FAST": "1"}, True),
+    ({"CI": "true", "COURSE_FAST": "0"}, False),
+])
+def test_fast_mode(monkeypatch, env, expected):
+    for var in ("CI", "NBGRADER_EXECUTION", "COURSE_FAST"):
+        monkeypatch.delenv(var, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert runtime.fast_mode() is expected
+
+
+def test_pick_device_and_seed(monkeypatch):
+    monkeypatch.delenv("COURSE_DEVICE", raising=False)
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    if not torch.cuda.is_available() and getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        expected = "mps"
+    assert runtime.pick_device().type == expected
+    assert runtime.pick_device("cpu").type == "cpu"
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="CUDA is not available"):
+            runtime.pick_device("cuda")
+    runtime.seed_everything(3)
+    a = torch.randn(2)
+    runtime.seed_everything(3)
+    assert torch.equal(a, torch.randn(2))
+    assert torch.equal(torch.randn(2, generator=runtime.generator(5)), torch.randn(2, generator=runtime.generator(5)))

@@ -1,0 +1,175 @@
+"""End to end through nbgrader on a temporary copy of the course: release, then autograde
+submissions and read the gradebook.
+
+- the reference solution scores full marks;
+- the untouched release scores 0 on every autograded test, and autograde still completes;
+- each seeded mistake (tests/mutations.py) loses exactly its exercise's points;
+- a notebook that rebinds the course's checks and references cannot fool the hidden tests;
+- an infinite loop costs only the exercise it is in (the per-cell timeout interrupts it).
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell
+
+from tests.conftest import nbgrader
+from tests.helpers import ROOT, chapter_ids, solution_notebook
+from tests.mutations import MUTATIONS
+
+_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
+TIMEOUT = 10  # seconds per cell while grading the looping submission (the default is 60)
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+def _reference_sources(cid: str) -> dict[str, str]:
+    return {c.metadata["nbgrader"]["grade_id"]: _MARKER.sub("", c.source)
+            for c in solution_notebook(cid).cells
+            if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def _submission(course, cid, edit=None) -> nbformat.NotebookNode:
+    """The release with every solution cell filled in from the reference, then ``edit``-ed."""
+    nb = nbformat.read(course / "notebooks" / cid / f"{cid}.ipynb", as_version=4)
+    reference = _reference_sources(cid)
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            cell.source = reference[gid]
+    if edit:
+        edit(nb)
+    return nb
+
+
+def _mutate(mutation):
+    def edit(nb):
+        cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == mutation.exercise]
+        assert len(cells) == 1, f"no solution cell {mutation.exercise!r}"
+        assert cells[0].source.count(mutation.old) == 1, \
+            f"mutation {mutation.name}: {mutation.old!r} must occur exactly once in the solution of {mutation.exercise}"
+        cells[0].source = cells[0].source.replace(mutation.old, mutation.new)
+    return edit
+
+
+def _first_function(nb):
+    for i, cell in enumerate(nb.cells):
+        if cell.metadata.get("nbgrader", {}).get("solution") and cell.source.lstrip().startswith("def "):
+            return i, cell
+    raise AssertionError("no solution cell defines a function")
+
+
+def _perturb(nb, tamper: bool = False):
+    """Scale the outputs of the first graded function by 1.5 (a wrong answer); with ``tamper``,
+    also disable every check the notebook can reach and rebind the references to it."""
+    i, cell = _first_function(nb)
+    name = re.match(r"\s*def (\w+)", cell.source).group(1)
+    code = (f"_honest_{name} = {name}\n"
+            f"def {name}(*args, **kwargs):\n"
+            f"    out = _honest_{name}(*args, **kwargs)\n"
+            f"    return tuple(o * 1.5 for o in out) if isinstance(out, tuple) else out * 1.5\n")
+    if tamper:
+        code += ("import sys, course_utils.checks\n"
+                 "for _n in ('assert_close', 'assert_shape', 'compare', 'rows_sum_to_one', 'passed', 'forbid_calls'):\n"
+                 "    setattr(course_utils.checks, _n, lambda *a, **k: None)\n"
+                 "for _m in list(sys.modules.values()):\n"
+                 f"    if getattr(_m, '__name__', '').startswith('course_utils') and hasattr(_m, {name!r}):\n"
+                 f"        setattr(_m, {name!r}, {name})\n")
+    nb.cells.insert(i + 1, new_code_cell(code))
+    return cell.metadata["nbgrader"]["grade_id"]
+
+
+def _loop_last_function(nb):
+    cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.source.lstrip().startswith("def ")]
+    cell = cells[-1]
+    cell.source = re.sub(r'(\n    """.*?"""\n)', r"\1    while True:\n        pass\n", cell.source, count=1, flags=re.S)
+    assert "while True" in cell.source
+    return cell.metadata["nbgrader"]["grade_id"]
+
+
+def _write(course, cid, student, nb):
+    path = course / "autograde" / "submitted" / student / cid / f"{cid}.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
+def _scores(course, cid) -> dict[str, dict[str, float]]:
+    """{student: {test grade id: score}} for the autograded test cells."""
+    from nbgrader.api import Gradebook
+
+    out: dict[str, dict[str, float]] = {}
+    with Gradebook(f"sqlite:///{course / 'autograde' / 'gradebook.db'}") as gb:
+        for submission in gb.assignment_submissions(cid):
+            nb = submission.notebooks[0]
+            out[submission.student.id] = {g.name: g.score for g in nb.grades if g.cell.name.startswith("test_")}
+    return out
+
+
+def _max_points(cid) -> dict[str, float]:
+    return {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"])
+            for c in solution_notebook(cid).cells
+            if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"}
+
+
+def _of_exercise(grade_id: str, exercise: str) -> bool:
+    return grade_id == f"test_{exercise}" or grade_id.startswith(f"test_{exercise}_")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cid", chapter_ids())
+def test_autograde_end_to_end(cid, course):
+    full = _max_points(cid)
+    assert full, f"{cid} has no autograded tests"
+    mutations = MUTATIONS.get(cid, [])
+    graded = {c.metadata["nbgrader"]["grade_id"] for c in solution_notebook(cid).cells
+              if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"}
+    missing = graded - {m.exercise for m in mutations}
+    assert not missing, f"tests/mutations.py seeds no mistake for {sorted(missing)} of {cid}"
+
+    _write(course, cid, "reference", _submission(course, cid))
+    _write(course, cid, "untouched", nbformat.read(course / "notebooks" / cid / f"{cid}.ipynb", as_version=4))
+    for m in mutations:
+        _write(course, cid, m.name, _submission(course, cid, _mutate(m)))
+    perturbed_target = _first_function(_submission(course, cid))[1].metadata["nbgrader"]["grade_id"]
+    _write(course, cid, "perturbed", _submission(course, cid, _perturb))
+    _write(course, cid, "tamper", _submission(course, cid, lambda nb: _perturb(nb, tamper=True)))
+    looping = _submission(course, cid)
+    loop_target = _loop_last_function(looping)
+    _write(course, cid, "loop", looping)
+
+    timings = {}
+    start = time.perf_counter()
+    nbgrader(course, "autograde", cid, "--student", "reference", "--force")
+    timings["one student (reference)"] = round(time.perf_counter() - start, 1)
+    start = time.perf_counter()
+    nbgrader(course, "autograde", cid, "--force", env_extra={"COURSE_CELL_TIMEOUT": str(TIMEOUT)})
+    timings["all submissions"] = round(time.perf_counter() - start, 1)
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / f"grading-times-{cid}.json").write_text(json.dumps(timings, indent=1))
+
+    scores = _scores(course, cid)
+    assert scores["reference"] == full, f"the reference solution did not get full marks: {scores['reference']} vs {full}"
+    assert set(scores["untouched"]) == set(full) and not any(scores["untouched"].values()), \
+        f"the untouched release scored points: {scores['untouched']}"
+
+    def expect_loss_of(exercise: str) -> dict[str, float]:
+        return {g: (0.0 if _of_exercise(g, exercise) else p) for g, p in full.items()}
+
+    for m in mutations:
+        assert scores[m.name] == expect_loss_of(m.exercise), (
+            f"mistake {m.name!r} (in {m.exercise}) should lose exactly the points of test_{m.exercise}*: "
+            f"got {scores[m.name]}, full {full}")
+    assert scores["perturbed"][f"test_{perturbed_target}"] == 0, \
+        f"a wrong {perturbed_target} (outputs x1.5) was not caught: {scores['perturbed']}"
+    assert scores["tamper"] == scores["perturbed"], (
+        f"disabling course_utils checks and rebinding references changed the grade: {scores['tamper']} "
+        f"(the same wrong answer without tampering: {scores['perturbed']})")
+    assert scores["loop"] == expect_loss_of(loop_target), \
+        f"an infinite loop in {loop_target} should cost only its own tests: {scores['loop']}"
+
+    # Feedback can be generated for everyone, including the untouched release.
+    nbgrader(course, "generate_feedback", cid, "--force")
+    assert (course / "autograde" / "feedback" / "reference" / cid / f"{cid}.html").exists()

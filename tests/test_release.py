@@ -1,0 +1,58 @@
+"""The student release: generated from solutions/, identical to the committed notebooks/,
+and free of solutions and hidden tests."""
+from __future__ import annotations
+
+import json
+import re
+
+import nbformat
+import pytest
+
+from tests.helpers import ROOT, chapter_ids, hidden_test_lines_of, solution_lines_of
+
+
+@pytest.mark.parametrize("cid", chapter_ids())
+def test_committed_release_matches_solutions(cid, course):
+    fresh = json.loads((course / "notebooks" / cid / f"{cid}.ipynb").read_text())
+    committed_path = ROOT / "notebooks" / cid / f"{cid}.ipynb"
+    assert committed_path.exists(), f"notebooks/{cid}/{cid}.ipynb is missing: run `make release`"
+    committed = json.loads(committed_path.read_text())
+    if fresh != committed:
+        diffs = [i for i, (a, b) in enumerate(zip(fresh["cells"], committed["cells"])) if a != b]
+        pytest.fail(f"notebooks/{cid} is out of date with solutions/{cid} (first differing cells: {diffs[:5]}, "
+                    f"{len(fresh['cells'])} vs {len(committed['cells'])} cells): run `make release` and commit")
+
+
+@pytest.mark.parametrize("cid", chapter_ids())
+def test_release_has_no_solutions_or_hidden_tests(cid):
+    nb = nbformat.read(ROOT / "notebooks" / cid / f"{cid}.ipynb", as_version=4)
+    text = "\n".join(cell.source for cell in nb.cells)
+    for marker in ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "BEGIN SOLUTION", "END SOLUTION"):
+        assert marker not in text, f"notebooks/{cid} contains the marker {marker!r}"
+    lines = {line.strip() for line in text.splitlines()}
+    leaked_hidden = sorted(hidden_test_lines_of(cid) & lines)
+    assert not leaked_hidden, f"notebooks/{cid} shows hidden tests: {leaked_hidden[:3]}"
+    leaked_solution = sorted(solution_lines_of(cid) & lines)
+    assert not leaked_solution, f"notebooks/{cid} shows solution code: {leaked_solution[:3]}"
+    assert not any(cell.get("outputs") for cell in nb.cells if cell.cell_type == "code"), \
+        f"notebooks/{cid} carries outputs of the stored run"
+
+
+@pytest.mark.parametrize("cid", chapter_ids())
+def test_source_notebook_follows_conventions(cid):
+    """Grade ids tie tests to exercises (test_<exercise>...), and every exercise is tested."""
+    nb = nbformat.read(ROOT / "solutions" / cid / f"{cid}.ipynb", as_version=4)
+    solutions, tests = [], []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and cell.cell_type == "code":
+            solutions.append(meta["grade_id"])
+            assert "### BEGIN SOLUTION" in cell.source, f"{cid}: solution cell {meta['grade_id']} has no markers"
+        elif meta.get("grade") and cell.cell_type == "code":
+            tests.append(meta["grade_id"])
+            assert re.match(r"test_\w+", meta["grade_id"]), f"{cid}: test cell id {meta['grade_id']!r} must start with test_"
+            assert meta.get("points", 0) > 0, f"{cid}: test cell {meta['grade_id']} has no points"
+    for sid in solutions:
+        assert any(t == f"test_{sid}" or t.startswith(f"test_{sid}_") for t in tests), \
+            f"{cid}: exercise {sid!r} has no test cell named test_{sid}[...]"
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
