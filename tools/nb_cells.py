@@ -78,7 +78,7 @@ def written_answer(grade_id: str, text: str, points: int) -> nbformat.NotebookNo
 
 def tests(grade_id: str, visible: str = "", hidden: str = "", *, points: int) -> nbformat.NotebookNode:
     """A locked, autograded test cell; ``hidden`` is removed from the student release."""
-    parts = [_src(visible)] if visible else []
+    parts = [_src(visible)] if visible else ["# The tests of this cell are hidden: they run when your notebook is graded."]
     if hidden:
         parts += ["### BEGIN HIDDEN TESTS", _src(hidden), "### END HIDDEN TESTS"]
     cell = new_code_cell("\n".join(parts))
