@@ -1,0 +1,118 @@
+"""Honest numbers: every figure the book states about a run is read from ``results/*.json``.
+
+A result file holds ``{"provenance": {...}, "data": {...}}``.  The provenance records the
+command, git commit, date, hardware (CPU model and cores, GPU if any), library versions,
+dataset, the split used for model selection and the wall time, as the course specification
+requires.  Chapters read results with ``read_result(name)``; scripts write them with
+``write_result``.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR = Path(os.environ.get("COURSE_RESULTS_DIR", Path(__file__).resolve().parents[1] / "results"))
+
+
+def _git_commit() -> str:
+    root = Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return commit + ("+uncommitted-changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def hardware() -> dict[str, Any]:
+    import torch
+
+    info: dict[str, Any] = {
+        "cpu": _cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "gpu": None,
+    }
+    if torch.cuda.is_available():
+        info["gpu"] = {"name": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
+    return info
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in ("torch", "torchvision", "numpy", "timm", "vit_pytorch", "einops"):
+        module = sys.modules.get(name)
+        if module is None:
+            try:
+                module = __import__(name)
+            except ImportError:
+                continue
+        out[name] = getattr(module, "__version__", "unknown")
+    from . import __version__
+
+    out["course_utils"] = __version__
+    return out
+
+
+def provenance(*, dataset: str, split: str | None = None, wall_time_s: float | None = None,
+               command: str | None = None) -> dict[str, Any]:
+    """The record a result file carries (see the module docstring)."""
+    return {
+        "command": command or " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]),
+        "git_commit": _git_commit(),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "hardware": hardware(),
+        "versions": versions(),
+        "dataset": dataset,
+        "selection_split": split,
+        "wall_time_s": None if wall_time_s is None else round(float(wall_time_s), 2),
+    }
+
+
+def write_result(name: str, data: dict[str, Any], *, dataset: str, split: str | None = None,
+                 wall_time_s: float | None = None, command: str | None = None,
+                 directory: Path | None = None) -> Path:
+    """Write ``results/<name>.json`` atomically (a killed writer never leaves half a file)."""
+    directory = Path(directory or RESULTS_DIR)
+    directory.mkdir(parents=True, exist_ok=True)
+    record = {"provenance": provenance(dataset=dataset, split=split, wall_time_s=wall_time_s, command=command),
+              "data": data}
+    path = directory / f"{name}.json"
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(record, fh, indent=1, sort_keys=False, default=float)
+        fh.write("\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_result(name: str, *, directory: Path | None = None) -> dict[str, Any]:
+    """Load ``results/<name>.json``; a missing file raises an error that says how to make it."""
+    path = Path(directory or RESULTS_DIR) / f"{name}.json"
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path} is missing: the book reads its numbers from results/. Re-run the script that "
+            f"writes it (see results/README.md for the command behind each file)."
+        )
+    return json.loads(path.read_text())
