@@ -1,0 +1,356 @@
+"""CIFAR-10 for the course: loading, caching, a seeded validation split, and batch loading
+with augmentation on whole batches of tensors (on the training device).
+
+Where the images come from, in order (``load_cifar10``):
+
+1. ``root`` (or ``$COURSE_CIFAR10``) pointing at torchvision's format (``cifar-10-batches-py``),
+   at an image-folder copy (``train/<class>/*.jpg``, ``test/<class>/*.jpg``) or at a
+   ``.tar.gz`` of one (like ``cifar10-jpeg.tar.gz``);
+2. a copy found in the usual places (the course cache, ``../shared/data`` beside the project);
+3. ``download=True``: torchvision downloads the original and checks its MD5.
+
+Image folders are decoded once and cached as a uint8 tensor file in the course cache
+(``$COURSE_CACHE`` or ``~/.cache/attention-course``).  A synthetic stand-in exists for CI and
+grading fast mode only: ``load_cifar10(allow_synthetic=True)`` uses it when no real copy is
+found, and says so loudly.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import os
+import tarfile
+import warnings
+from pathlib import Path
+from typing import Iterator
+
+import torch
+from torch import Tensor
+
+CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+MEAN = (0.4914, 0.4822, 0.4465)  # per-channel statistics of the CIFAR-10 training set
+STD = (0.2470, 0.2435, 0.2616)
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def cache_dir() -> Path:
+    path = Path(os.environ.get("COURSE_CACHE", Path.home() / ".cache" / "attention-course"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@dataclasses.dataclass
+class ImageData:
+    """uint8 images ``(N, 3, 32, 32)`` and int64 labels ``(N,)`` for train and test."""
+
+    train_images: Tensor
+    train_labels: Tensor
+    test_images: Tensor
+    test_labels: Tensor
+    source: str  # what the book must say about the data, e.g. "CIFAR-10, JPEG copy"
+    classes: tuple = CLASSES
+
+    def __post_init__(self):
+        for name in ("train_images", "test_images"):
+            t = getattr(self, name)
+            if t.dtype != torch.uint8 or t.dim() != 4 or t.shape[1] != 3:
+                raise ValueError(f"ImageData.{name} must be uint8 (N, 3, H, W), got {t.dtype} {tuple(t.shape)}")
+        if len(self.train_images) != len(self.train_labels) or len(self.test_images) != len(self.test_labels):
+            raise ValueError("ImageData: images and labels differ in number")
+
+
+@dataclasses.dataclass
+class Split:
+    """A train/validation split carved from the training set; the test set stays untouched."""
+
+    train_images: Tensor
+    train_labels: Tensor
+    val_images: Tensor
+    val_labels: Tensor
+    test_images: Tensor
+    test_labels: Tensor
+    source: str
+
+
+# ------------------------------------------------------------------ readers
+def _from_torchvision(root: Path, download: bool) -> ImageData:
+    from torchvision.datasets import CIFAR10
+
+    parts = []
+    for train in (True, False):
+        ds = CIFAR10(str(root), train=train, download=download)  # download verifies the MD5
+        parts.append((torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous(), torch.tensor(ds.targets)))
+    return ImageData(parts[0][0], parts[0][1], parts[1][0], parts[1][1], source="CIFAR-10 (original release)")
+
+
+def _decode(blobs: list[bytes]) -> Tensor:
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    data = [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in blobs]
+    out = []
+    for start in range(0, len(data), 2048):
+        out += decode_jpeg(data[start:start + 2048], mode=ImageReadMode.RGB)
+    return torch.stack(out)
+
+
+def _collect_folder_files(members: Iterator[tuple[str, callable]]) -> dict:
+    """Group (path, read) pairs by split and class; keeps a deterministic order."""
+    found: dict = {"train": {}, "test": {}}
+    for path, read in members:
+        parts = Path(path).parts
+        if len(parts) < 3 or not parts[-1].lower().endswith((".jpg", ".jpeg", ".png")):
+            continue
+        split, cls = parts[-3], parts[-2]
+        if split in found and cls in CLASSES:
+            found[split].setdefault(cls, []).append((parts[-1], read))
+    return found
+
+
+def _from_image_folder(path: Path) -> ImageData:
+    """Decode ``train/<class>/*.jpg`` and ``test/<class>/*.jpg`` from a folder or a .tar.gz."""
+    if path.is_file():
+        # One streaming pass in archive order: random access into a .tar.gz re-inflates from the start.
+        members = []
+        with tarfile.open(path, mode="r|*") as tar:
+            for m in tar:
+                if m.isfile():
+                    blob = tar.extractfile(m).read()
+                    members.append((m.name, (lambda blob=blob: blob)))
+        data = _assemble(_collect_folder_files(iter(members)))
+    else:
+        files = [(str(p.relative_to(path)), (lambda p=p: p.read_bytes())) for p in path.rglob("*") if p.is_file()]
+        data = _assemble(_collect_folder_files(iter(files)))
+    return data
+
+
+def _assemble(found: dict) -> ImageData:
+    tensors = {}
+    for split in ("train", "test"):
+        missing = [c for c in CLASSES if c not in found[split]]
+        if missing:
+            raise FileNotFoundError(f"image folder: no {split}/<class>/ images for classes {missing}")
+        blobs, labels = [], []
+        for label, cls in enumerate(CLASSES):
+            for _, read in sorted(found[split][cls], key=lambda item: item[0]):
+                blobs.append(read())
+                labels.append(label)
+        tensors[split] = (_decode(blobs), torch.tensor(labels))
+    return ImageData(*tensors["train"], *tensors["test"], source="CIFAR-10, JPEG copy")
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def _cached(path: Path) -> ImageData:
+    """Decode an image-folder copy once; later calls read the uint8 tensor file."""
+    key = _file_digest(path) if path.is_file() else hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+    target = cache_dir() / f"cifar10-folder-{key}.pt"
+    if target.exists():
+        blob = torch.load(target, weights_only=True)
+        return ImageData(**blob)
+    print(f"Decoding {path} once into {target} (about a minute)...")
+    data = _from_image_folder(path)
+    tmp = target.with_suffix(".tmp")
+    torch.save(dataclasses.asdict(data) | {"classes": list(data.classes)}, tmp)
+    os.replace(tmp, target)  # atomic: an interrupted decode leaves no half-written cache
+    return data
+
+
+def _candidates() -> list[Path]:
+    env = os.environ.get("COURSE_CIFAR10")
+    places = [Path(env)] if env else []
+    places += [cache_dir() / "cifar-10-batches-py", cache_dir(),
+               PROJECT_ROOT.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"]
+    return places
+
+
+def _load_path(path: Path, download: bool) -> ImageData | None:
+    if path.is_dir() and (path / "cifar-10-batches-py").is_dir():
+        return _from_torchvision(path, download=False)
+    if path.is_dir() and path.name == "cifar-10-batches-py":
+        return _from_torchvision(path.parent, download=False)
+    if path.is_file() and path.name.endswith((".tar.gz", ".tgz", ".tar")):
+        return _cached(path)
+    if path.is_dir() and (path / "train").is_dir() and (path / "test").is_dir():
+        return _cached(path)
+    if path.is_dir() and (path / "cifar10-jpeg" / "train").is_dir():
+        return _cached(path / "cifar10-jpeg")
+    return None
+
+
+def load_cifar10(root: str | Path | None = None, *, download: bool = False,
+                 allow_synthetic: bool = False) -> ImageData:
+    """CIFAR-10 as uint8 tensors (see the module docstring for where it looks)."""
+    if root is not None:
+        data = _load_path(Path(root), download)
+        if data is not None:
+            return data
+        if download:
+            return _from_torchvision(Path(root), download=True)
+        raise FileNotFoundError(
+            f"No CIFAR-10 at {root}: expected torchvision's cifar-10-batches-py, an image folder with "
+            "train/<class>/ and test/<class>/, or a .tar.gz of one. Pass download=True to fetch the original.")
+    for path in _candidates():
+        if path.exists():
+            data = _load_path(path, download)
+            if data is not None:
+                return data
+    if download:
+        return _from_torchvision(cache_dir(), download=True)
+    if allow_synthetic:
+        warnings.warn("CIFAR-10 not found: using a SYNTHETIC stand-in (fast mode only). "
+                      "Numbers from this run say nothing about CIFAR-10.", stacklevel=2)
+        print("*** SYNTHETIC DATA: CIFAR-10 was not found; results are not CIFAR-10 results ***")
+        return synthetic_cifar()
+    raise FileNotFoundError(
+        "CIFAR-10 not found. Either run `python -m course_utils.data --download` on a machine with "
+        "internet (torchvision downloads it and checks its MD5 into ~/.cache/attention-course), or set "
+        "COURSE_CIFAR10 to a copy (torchvision's cifar-10-batches-py folder, an image folder, or a .tar.gz).")
+
+
+def synthetic_cifar(n_train: int = 2000, n_test: int = 500, seed: int = 0) -> ImageData:
+    """Learnable fake CIFAR: each class is a coloured, oriented stripe pattern plus noise."""
+    g = torch.Generator().manual_seed(seed)
+
+    def make(n: int) -> tuple[Tensor, Tensor]:
+        labels = torch.randint(0, 10, (n,), generator=g)
+        yy, xx = torch.meshgrid(torch.arange(32.0), torch.arange(32.0), indexing="ij")
+        angle = labels.float()[:, None, None] * (torch.pi / 10)
+        wave = torch.sin((xx * torch.cos(angle) + yy * torch.sin(angle)) * 0.6)
+        colour = torch.stack([(labels % 3) / 2, (labels % 5) / 4, (labels % 2).float()], 1)[:, :, None, None]
+        img = 0.5 + 0.35 * wave[:, None] * (0.5 + colour) + 0.15 * torch.randn(n, 3, 32, 32, generator=g)
+        return (img.clamp(0, 1) * 255).to(torch.uint8), labels
+
+    tr, te = make(n_train), make(n_test)
+    return ImageData(*tr, *te, source="synthetic stand-in (not CIFAR-10)")
+
+
+def split_validation(data: ImageData, val_size: int = 5000, seed: int = 0) -> Split:
+    """Carve a seeded, class-stratified validation set out of the training set."""
+    g = torch.Generator().manual_seed(seed)
+    labels = data.train_labels
+    per_class = val_size // len(data.classes)
+    val_idx = []
+    for c in range(len(data.classes)):
+        idx = (labels == c).nonzero().flatten()
+        val_idx.append(idx[torch.randperm(len(idx), generator=g)[:per_class]])
+    val_idx = torch.cat(val_idx)
+    keep = torch.ones(len(labels), dtype=torch.bool)
+    keep[val_idx] = False
+    return Split(data.train_images[keep], labels[keep], data.train_images[val_idx], labels[val_idx],
+                 data.test_images, data.test_labels, data.source)
+
+
+# ------------------------------------------------------------------ batches and augmentation
+def normalize(images: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """uint8 ``(B, 3, H, W)`` -> float, scaled to [0, 1] and standardised per channel."""
+    mean = torch.tensor(MEAN, device=images.device, dtype=dtype).view(1, 3, 1, 1)
+    std = torch.tensor(STD, device=images.device, dtype=dtype).view(1, 3, 1, 1)
+    return (images.to(dtype) / 255.0 - mean) / std
+
+
+def random_crop_flip(images: Tensor, *, padding: int = 4, flip: bool = True,
+                     generator: torch.Generator | None = None) -> Tensor:
+    """Per-image random crop (after zero padding) and horizontal flip, for a whole batch at once.
+
+    ``images`` ``(B, C, H, W)`` of any dtype; one gather instead of B small copies.
+    """
+    b, c, h, w = images.shape
+    gen_device = generator.device if generator is not None else torch.device("cpu")
+    padded = torch.nn.functional.pad(images, (padding,) * 4)
+    dy = torch.randint(0, 2 * padding + 1, (b,), generator=generator, device=gen_device).to(images.device)
+    dx = torch.randint(0, 2 * padding + 1, (b,), generator=generator, device=gen_device).to(images.device)
+    rows = (dy[:, None] + torch.arange(h, device=images.device)[None, :])  # (B, H)
+    cols = (dx[:, None] + torch.arange(w, device=images.device)[None, :])  # (B, W)
+    if flip:
+        mirror = torch.rand(b, generator=generator, device=gen_device).to(images.device) < 0.5
+        cols = torch.where(mirror[:, None], cols.flip(1), cols)
+    batch = torch.arange(b, device=images.device)[:, None, None]
+    out = padded.permute(0, 2, 3, 1)[batch, rows[:, :, None], cols[:, None, :]]  # (B, H, W, C)
+    return out.permute(0, 3, 1, 2).contiguous()
+
+
+class BatchLoader:
+    """Batches from uint8 tensors: shuffle (seeded per epoch), move to ``device``, augment, normalise.
+
+    Iterating yields ``(images float (B, 3, H, W), labels (B,))``.  ``set_epoch(e)`` makes the
+    order depend only on (seed, epoch), so a resumed run sees the same batches.  With
+    ``rank``/``world_size`` each process takes its share of every global batch (DDP).
+    """
+
+    def __init__(self, images: Tensor, labels: Tensor, batch_size: int, *, shuffle: bool = False,
+                 augment: bool = False, policy: str | None = None, drop_last: bool = False,
+                 device: torch.device | str = "cpu", seed: int = 0, rank: int = 0, world_size: int = 1,
+                 channels_last: bool = False):
+        if images.dtype != torch.uint8:
+            raise TypeError(f"BatchLoader: images must be uint8 (N, 3, H, W), got {images.dtype}")
+        if batch_size % world_size:
+            raise ValueError(f"BatchLoader: global batch {batch_size} is not divisible by {world_size} processes")
+        self.images, self.labels = images, labels
+        self.batch_size, self.shuffle, self.augment, self.drop_last = batch_size, shuffle, augment, drop_last
+        self.policy = _policy(policy)
+        self.device, self.seed, self.rank, self.world_size = torch.device(device), seed, rank, world_size
+        self.channels_last = channels_last
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        n = len(self.images)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        order = torch.randperm(len(self.images), generator=g) if self.shuffle else torch.arange(len(self.images))
+        for i in range(len(self)):
+            idx = order[i * self.batch_size:(i + 1) * self.batch_size]
+            idx = idx[self.rank::self.world_size] if self.world_size > 1 else idx
+            x = self.images[idx].to(self.device, non_blocking=True)
+            y = self.labels[idx].to(self.device, non_blocking=True)
+            if self.augment:
+                x = random_crop_flip(x, generator=g)
+                if self.policy is not None:
+                    x = _apply_policy(self.policy, x)
+            x = normalize(x)
+            if self.channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+            yield x, y
+
+
+def _policy(name: str | None):
+    if name in (None, "none"):
+        return None
+    from torchvision.transforms import v2
+
+    policies = {"trivial": v2.TrivialAugmentWide, "randaugment": v2.RandAugment, "autoaugment": v2.AutoAugment}
+    if name not in policies:
+        raise ValueError(f"unknown augmentation policy {name!r}; choose from {sorted(policies)} or None")
+    return policies[name]()
+
+
+def _apply_policy(policy, x: Tensor, group: int = 16) -> Tensor:
+    # torchvision v2 applies one random op to a whole batch; small groups keep the batch varied.
+    return torch.cat([policy(chunk) for chunk in x.split(group)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Fetch or locate CIFAR-10 and build the course cache.")
+    parser.add_argument("--root", default=None, help="a copy to use (see the module docstring)")
+    parser.add_argument("--download", action="store_true", help="download the original with torchvision")
+    args = parser.parse_args(argv)
+    data = load_cifar10(args.root, download=args.download)
+    print(f"{data.source}: {len(data.train_images)} train, {len(data.test_images)} test images")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

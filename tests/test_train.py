@@ -1,0 +1,83 @@
+"""The trainer: a killed run resumes where it stopped and ends exactly where an uninterrupted
+run ends; two processes under torchrun (gloo, CPU) match one process on the same global batch."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.helpers import ROOT
+
+CMD = [sys.executable, "-m", "course_utils.train", "--recipe", "smoke", "--fast"]
+
+
+def _run(args, **kw):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.run(CMD + args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, **kw)
+
+
+def _history(out: Path) -> list[dict]:
+    return json.loads((out / "history.json").read_text())
+
+
+def _metrics(history):
+    return [(h["epoch"], round(h["train_loss"], 6), round(h["val_loss"], 6), h["val_acc"]) for h in history]
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_and_matches_uninterrupted_run(tmp_path):
+    extra = ["--set", "fast_epochs=6"]
+    whole = tmp_path / "whole"
+    proc = _run(["--out", str(whole), *extra])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    killed = tmp_path / "killed"
+    child = subprocess.Popen(CMD + ["--out", str(killed), *extra], cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and child.poll() is None:
+        if (killed / "history.json").exists() and len(_history(killed)) >= 2:
+            break
+        time.sleep(0.05)
+    assert child.poll() is None, "the run finished before it could be killed; make it longer"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    done_before = len(_history(killed))
+    assert 2 <= done_before < 6
+
+    proc = _run(["--out", str(killed), *extra])  # the same command again
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"resuming smoke from epoch {done_before}" in proc.stdout
+    assert _metrics(_history(killed)) == _metrics(_history(whole))
+    a = torch.load(whole / "best_model.pt")
+    b = torch.load(killed / "best_model.pt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.slow
+def test_two_processes_match_one_on_the_same_global_batch(tmp_path):
+    common = ["--set", "augment=false", "fast_epochs=2"]  # augmentation draws differ per process
+    single = tmp_path / "single"
+    proc = _run(["--out", str(single), *common])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    ddp = tmp_path / "ddp"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           "-m", "course_utils.train", "--recipe", "smoke", "--fast", "--out", str(ddp), *common],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    one, two = _history(single), _history(ddp)
+    assert [h["epoch"] for h in one] == [h["epoch"] for h in two]
+    for a, b in zip(one, two):
+        assert abs(a["val_loss"] - b["val_loss"]) < 1e-4, (a, b)
+    wa, wb = torch.load(single / "best_model.pt"), torch.load(ddp / "best_model.pt")
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], atol=1e-5, rtol=1e-4)
