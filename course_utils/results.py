@@ -103,6 +103,7 @@ def write_result(name: str, data: dict[str, Any], *, dataset: str, split: str | 
     with os.fdopen(fd, "w") as fh:
         json.dump(record, fh, indent=1, sort_keys=False, default=float)
         fh.write("\n")
+    os.chmod(tmp, 0o644)  # mkstemp creates private files; results are for everyone
     os.replace(tmp, path)
     return path
 

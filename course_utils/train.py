@@ -160,27 +160,26 @@ def choose_amp(recipe: Recipe, model: nn.Module, device: torch.device, log: Call
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, loader, amp_dtype, device) -> dict[str, float]:
+def evaluate(model: nn.Module, loader, amp_dtype=None, device=None, *, confusion: bool = False,
+             num_classes: int = 10) -> dict:
+    """Mean loss and accuracy over a loader; with ``confusion`` also the confusion matrix
+    (``confusion[true][predicted]`` counts, a list of lists)."""
     model.eval()
     total, correct, loss_sum = 0, 0, 0.0
+    matrix = torch.zeros(num_classes, num_classes, dtype=torch.long)
     for x, y in loader:
-        with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+        with torch.autocast(x.device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
             logits = model(x)
         loss_sum += F.cross_entropy(logits.float(), y, reduction="sum").item()
-        correct += (logits.argmax(-1) == y).sum().item()
+        pred = logits.argmax(-1)
+        correct += (pred == y).sum().item()
         total += len(y)
-    return {"loss": loss_sum / total, "acc": correct / total}
-
-
-@torch.no_grad()
-def predict(model: nn.Module, loader, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(predicted labels, true labels) over a loader, e.g. for a confusion matrix."""
-    model.eval()
-    preds, trues = [], []
-    for x, y in loader:
-        preds.append(model(x).argmax(-1).cpu())
-        trues.append(y.cpu())
-    return torch.cat(preds), torch.cat(trues)
+        if confusion:
+            matrix += torch.bincount((y * num_classes + pred).cpu(), minlength=num_classes ** 2).view_as(matrix)
+    out = {"loss": loss_sum / total, "acc": correct / total}
+    if confusion:
+        out["confusion"] = matrix.tolist()
+    return out
 
 
 def subset(data: cdata.Split, n_train: int, n_eval: int, seed: int = 0) -> cdata.Split:
@@ -402,8 +401,9 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
     model.load_state_dict(state["best_state"])
     test_loader = cdata.BatchLoader(data.test_images, data.test_labels, recipe.eval_batch_size, device=device,
                                     channels_last=recipe.channels_last)
-    test = evaluate(model, test_loader, amp_dtype, device)  # once, with the best-validation weights
+    test = evaluate(model, test_loader, amp_dtype, device, confusion=True)  # once, with the best-validation weights
     summary.update({"best_epoch": best_epoch, "test_acc": test["acc"], "test_loss": test["loss"],
+                    "test_confusion": test["confusion"], "classes": list(cdata.CLASSES),
                     "time_to_best_s": next(h["elapsed_s"] for h in state["history"] if h["epoch"] == best_epoch)})
     torch.save(model.state_dict(), out / "best_model.pt")
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -413,6 +413,11 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
     if result_name:
         from .results import write_result
 
+        from .results import RESULTS_DIR
+
+        # The trained weights, in half precision, so the book can show what the model attends to.
+        torch.save({k: (v.half() if v.is_floating_point() else v) for k, v in model.state_dict().items()},
+                   RESULTS_DIR / f"{result_name}_model.pth")
         path = write_result(result_name, summary, dataset=data.source, split="validation (5,000 images carved "
                             "from the training set)" if not fast else "validation subset (fast mode)",
                             wall_time_s=state["elapsed"])

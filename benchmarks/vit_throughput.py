@@ -1,0 +1,78 @@
+"""Training throughput of the course's ViT vs timm's VisionTransformer and vit-pytorch's ViT.
+
+    python -m benchmarks.vit_throughput           # writes results/bench_vit_throughput.json
+
+Same configuration for all three (32x32 images, patch 4, width 192, depth 6, 3 heads, MLP 384,
+CLS-token classifier, 10 classes): images per second of full training steps (forward,
+backward, AdamW step) at batch 128 in float32 on the CPU.  The models are measured in
+rotation, several rounds, and the median per model is compared (ratio >= 1.0 means the
+course's model is at least as fast).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from course_utils.results import write_result
+from course_utils.vit import ViT, count_parameters
+
+CFG = dict(img_size=32, patch_size=4, num_classes=10, dim=192, depth=6, num_heads=3, mlp_dim=384)
+BATCH, STEPS, ROUNDS = 128, 5, 5
+
+
+def build() -> dict[str, torch.nn.Module]:
+    import timm.models.vision_transformer as tv
+    import vit_pytorch
+
+    return {
+        "course": ViT(**CFG),
+        "timm": tv.VisionTransformer(img_size=32, patch_size=4, num_classes=10, embed_dim=192, depth=6, num_heads=3,
+                                     mlp_ratio=2.0, class_token=True, global_pool="token"),
+        "vit-pytorch": vit_pytorch.ViT(image_size=32, patch_size=4, num_classes=10, dim=192, depth=6, heads=3,
+                                       mlp_dim=384, dim_head=64, pool="cls"),
+    }
+
+
+def main() -> dict:
+    torch.manual_seed(0)
+    models = build()
+    x, y = torch.randn(BATCH, 3, 32, 32), torch.randint(0, 10, (BATCH,))
+    opts = {k: torch.optim.AdamW(m.parameters(), 1e-3) for k, m in models.items()}
+
+    def steps(name: str, n: int) -> float:
+        model, opt = models[name], opts[name]
+        model.train()
+        start = time.perf_counter()
+        for _ in range(n):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        return n * BATCH / (time.perf_counter() - start)
+
+    wall = time.perf_counter()
+    for name in models:
+        steps(name, 2)  # warm-up
+    rates = {name: [] for name in models}
+    for r in range(ROUNDS):
+        for name in models:
+            rates[name].append(steps(name, STEPS))
+        print("round", r + 1, {k: round(v[-1]) for k, v in rates.items()})
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    result = {"config": CFG, "batch_size": BATCH, "dtype": "float32", "steps_per_round": STEPS, "rounds": ROUNDS,
+              "parameters": {k: count_parameters(m) for k, m in models.items()},
+              "train_img_per_s": {k: round(v, 1) for k, v in med.items()},
+              "ratio_course_over_timm": round(med["course"] / med["timm"], 3),
+              "ratio_course_over_vit_pytorch": round(med["course"] / med["vit-pytorch"], 3),
+              "all_rounds": rates}
+    print(f"median img/s: {result['train_img_per_s']}; course/timm {result['ratio_course_over_timm']}, "
+          f"course/vit-pytorch {result['ratio_course_over_vit_pytorch']} (target >= 1.0)")
+    write_result("bench_vit_throughput", result, dataset="synthetic random tensors", wall_time_s=time.perf_counter() - wall)
+    return result
+
+
+if __name__ == "__main__":
+    main()
