@@ -11,7 +11,7 @@ NBGRADER := cd autograde && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/nb
 
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help venv book serve test test-fast lab execute release collect autograde feedback grades clean
+.PHONY: help venv book serve test lab execute bench train-cpu release collect autograde feedback grades clean
 
 help:
 	@echo "make book       build the book into _build/html (first run installs everything into $(VENV))"
@@ -19,6 +19,8 @@ help:
 	@echo "make lab        JupyterLab on the student notebooks"
 	@echo "make execute    re-run the solution notebooks and store their outputs (authors)"
 	@echo "make release    regenerate notebooks/ from solutions/ (instructors, authors)"
+	@echo "make bench      run the benchmarks; they write results/bench_*.json"
+	@echo "make train-cpu  the cpu recipe on CIFAR-10 (about 30 min on 2 cores); writes results/ch07_*.json"
 	@echo "make autograde ID=<id> / feedback ID=<id> / grades / collect ZIP=<zip> ID=<id>"
 
 # ---------------------------------------------------------------- environment
@@ -57,6 +59,14 @@ execute: $(STAMP)
 	  COURSE_FAST=0 $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 	    --ExecutePreprocessor.timeout=-1 solutions/$$id/$$id.ipynb || exit 1; \
 	done
+
+bench: $(STAMP)
+	$(PY) -m benchmarks.attention_kernels --threads 1
+	$(PY) -m benchmarks.data_pipeline
+	$(PY) -m benchmarks.vit_throughput
+
+train-cpu: $(STAMP)
+	$(PY) -m course_utils.train --recipe cpu --out runs/ch07_vit_cpu --result ch07_vit_cpu
 
 # ---------------------------------------------------------------- instructors (nbgrader)
 release: $(STAMP)

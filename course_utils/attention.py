@@ -5,16 +5,22 @@ keys ``(..., n, d_k)``, values ``(..., n, d_v)``; functions return ``(output, we
 with ``weights`` of shape ``(..., m, n)``, each row summing to 1.
 
 Chapter 01: ``softmax``, ``attention_pool``, ``attend``.
-Chapter 03: ``scaled_dot_product_attention`` (masks follow ``course_utils.masking``).
+Chapter 02: ``self_attention`` (unparameterised), ``SelfAttentionHead`` (learned W_q, W_k, W_v).
+Chapter 03: ``scaled_dot_product_attention`` (masks follow ``course_utils.masking``; with
+``need_weights=False`` it runs PyTorch's fused kernel), ``chunked_attention`` (online softmax
+over blocks of keys: never holds the ``(m, n)`` score matrix) and ``topk_attention``
+(each query keeps its ``top_k`` best keys, as in the Explicit Sparse Transformer).
 """
 from __future__ import annotations
 
 import math
 
 import torch
-from torch import Tensor
+import torch.nn.functional as F
+from torch import Tensor, nn
 
-__all__ = ["softmax", "attention_pool", "attend", "scaled_dot_product_attention"]
+__all__ = ["softmax", "attention_pool", "attend", "self_attention", "SelfAttentionHead",
+           "scaled_dot_product_attention", "chunked_attention", "topk_attention"]
 
 
 def _require_float(name: str, fn: str, t: Tensor) -> None:
@@ -104,17 +110,162 @@ def attend(queries: Tensor, keys: Tensor, values: Tensor) -> tuple[Tensor, Tenso
     return weights @ values, weights
 
 
-def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def _require_positive_int(fn: str, name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{fn}: {name} must be a positive int, got {value!r}")
+
+
+# --------------------------------------------------------------------------- chapter 02
+def self_attention(x: Tensor) -> tuple[Tensor, Tensor]:
+    """Unparameterised self-attention ``softmax(X X^T) X``: every token is query, key and value.
+
+    x ``(..., n, d)`` -> out ``(..., n, d)``, weights ``(..., n, n)``.  Unscaled scores (the
+    scale is chapter 03's subject).  Row i of the weights is token i's softmax over all tokens.
+    """
+    _require_float("x", "self_attention", x)
+    if x.dim() < 2:
+        raise ValueError(f"self_attention: x must have shape (..., tokens, features), got {tuple(x.shape)}")
+    scores = x @ x.transpose(-2, -1)  # (..., n, n): w'_ij = x_i . x_j, a symmetric matrix
+    weights = softmax(scores, dim=-1)  # normalise each token's row over the tokens it reads
+    return weights @ x, weights
+
+
+class SelfAttentionHead(nn.Module):
+    """One self-attention head with learned projections (row vectors: ``Q = X W_q``).
+
+    ``W_q``, ``W_k``: ``nn.Linear(d_model, d_k, bias=False)``; ``W_v``: ``nn.Linear(d_model, d_v,
+    bias=False)``.  ``forward(x (..., n, d_model))`` -> out ``(..., n, d_v)``, weights
+    ``(..., n, n)`` from the unscaled scores ``Q K^T`` (chapter 03 adds the scale).
+    """
+
+    def __init__(self, d_model: int, d_k: int, d_v: int):
+        super().__init__()
+        for name, value in (("d_model", d_model), ("d_k", d_k), ("d_v", d_v)):
+            _require_positive_int("SelfAttentionHead", name, value)
+        self.d_model, self.d_k, self.d_v = d_model, d_k, d_v
+        # Separate query and key maps: with one shared map the scores would be symmetric and
+        # each token's score with itself, |x W|^2, would tend to dominate its row.
+        self.W_q = nn.Linear(d_model, d_k, bias=False)
+        self.W_k = nn.Linear(d_model, d_k, bias=False)
+        self.W_v = nn.Linear(d_model, d_v, bias=False)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        _require_float("x", "SelfAttentionHead", x)
+        if x.dim() < 2 or x.shape[-1] != self.d_model:
+            raise ValueError(f"SelfAttentionHead: x must have shape (..., tokens, d_model={self.d_model}), "
+                             f"got {tuple(x.shape)}")
+        q, k, v = self.W_q(x), self.W_k(x), self.W_v(x)  # nn.Linear computes x @ weight.T
+        return attend(q, k, v)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, d_k={self.d_k}, d_v={self.d_v}"
+
+
+# --------------------------------------------------------------------------- chapter 03
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,
+                                 need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
     """softmax(Q K^T / sqrt(d_k)) V with an optional bool mask (True = may attend).
 
     q ``(..., m, d_k)``, k ``(..., n, d_k)``, v ``(..., n, d_v)``, mask broadcasting to
     ``(..., m, n)`` -> out ``(..., m, d_v)``, weights ``(..., m, n)``.  A query whose keys are
     all blocked gets zero weights and a zero output.  The scale is sqrt(d_k), the size of
     the vectors in the dot product, not d_v.
+
+    ``need_weights=False`` returns ``(out, None)`` from PyTorch's fused kernel
+    (``torch.nn.functional.scaled_dot_product_attention``), which never hands back the
+    ``(m, n)`` weights and so may avoid storing them (FlashAttention-style kernels).
     """
     from .masking import masked_softmax
 
     check_qkv("scaled_dot_product_attention", q, k, v)
+    if not need_weights:
+        return _fused_attention(q, k, v, mask), None
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     weights = masked_softmax(scores, mask, dim=-1)
+    return weights @ v, weights
+
+
+def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    """The fast path: PyTorch's fused attention, with the course's semantics kept exactly."""
+    if mask is None and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
+        return F.scaled_dot_product_attention(q, k, v)  # the common case: nothing to adapt
+    from .masking import check_mask
+
+    leading = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
+    if mask is not None:
+        check_mask(mask, torch.Size([*torch.broadcast_shapes(*leading), q.shape[-2], k.shape[-2]]),
+                   "scaled_dot_product_attention")
+        if mask.dim() < 2:  # e.g. one (n,) row for every query; the fused kernel wants (..., m, n)
+            mask = mask.reshape(*[1] * (2 - mask.dim()), *mask.shape)
+        leading.append(mask.shape[:-2])
+    batch = torch.broadcast_shapes(*leading)
+    # Some fused kernels want equal batch dims; expand() makes views, it copies nothing.
+    q, k, v = (t if t.shape[:-2] == batch else t.expand(*batch, *t.shape[-2:]) for t in (q, k, v))
+    # A bool attn_mask has the course's meaning (True = may attend), so it passes unchanged.
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    if mask is not None:
+        # A query with nothing to attend to gives zeros, as in the readable path (some
+        # PyTorch versions and backends return NaN there).  masked_fill also replaces NaN.
+        out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    return out
+
+
+def chunked_attention(q: Tensor, k: Tensor, v: Tensor, chunk_size: int = 128) -> Tensor:
+    """Scaled dot-product attention (no mask) over blocks of keys, with an online softmax.
+
+    q ``(..., m, d_k)``, k ``(..., n, d_k)``, v ``(..., n, d_v)`` -> out ``(..., m, d_v)``, equal to
+    ``scaled_dot_product_attention(q, k, v)[0]``.  Only ``(..., m, chunk_size)`` scores exist at
+    any time: memory grows as m * (chunk_size + d_v), not m * n.
+
+    Per query it keeps a running max ``M``, a running sum ``L = sum_j exp(s_j - M)`` and a running
+    output ``O = sum_j exp(s_j - M) v_j``.  When a block raises the max to ``M'``, every term
+    summed so far must be multiplied by ``exp(M - M')``; the answer is ``O / L``.
+    """
+    check_qkv("chunked_attention", q, k, v)
+    _require_positive_int("chunked_attention", "chunk_size", chunk_size)
+    n = k.shape[-2]
+    if n == 0:
+        raise ValueError("chunked_attention: there are no keys (n = 0), so there is nothing to attend to")
+    q = q / math.sqrt(q.shape[-1])  # scale once: m * d_k multiplications instead of m * n
+    run_max = run_sum = out = None
+    for start in range(0, n, chunk_size):
+        k_blk = k[..., start:start + chunk_size, :]  # views: no copy
+        v_blk = v[..., start:start + chunk_size, :]
+        s = q @ k_blk.transpose(-2, -1)  # (..., m, c): the only scores held at any time
+        blk_max = s.amax(dim=-1, keepdim=True)
+        if run_max is None:  # first block: nothing to rescale yet
+            new_max = blk_max
+            p = (s - new_max).exp()
+            run_sum = p.sum(dim=-1, keepdim=True)
+            out = p @ v_blk
+        else:
+            new_max = torch.maximum(run_max, blk_max)
+            correction = (run_max - new_max).exp()  # in (0, 1]: old terms were measured from run_max
+            p = (s - new_max).exp()
+            run_sum = run_sum * correction + p.sum(dim=-1, keepdim=True)
+            out = out * correction + p @ v_blk
+        run_max = new_max
+    return out / run_sum  # run_sum >= 1: the maximal term contributes exp(0) = 1
+
+
+def topk_attention(q: Tensor, k: Tensor, v: Tensor, top_k: int) -> tuple[Tensor, Tensor]:
+    """Scaled attention where each query keeps only its ``top_k`` highest scores.
+
+    As in the Explicit Sparse Transformer (Zhao et al., 2019): the other scores are set to
+    -inf before the softmax, so they get weight exactly 0 and the kept weights sum to 1.
+    Exactly ``min(top_k, n)`` keys are kept per query (ties are broken by ``torch.topk``);
+    ``top_k >= n`` is full scaled attention.  Shapes as ``scaled_dot_product_attention``.
+    This selects, it does not save work: all ``m * n`` scores are still computed.
+    """
+    from .masking import masked_softmax
+
+    check_qkv("topk_attention", q, k, v)
+    _require_positive_int("topk_attention", "top_k", top_k)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if top_k >= scores.shape[-1]:
+        weights = softmax(scores, dim=-1)  # every key is among the top_k: full attention
+    else:
+        best = scores.topk(top_k, dim=-1).indices  # (..., m, top_k)
+        keep = torch.zeros(scores.shape, dtype=torch.bool, device=scores.device).scatter_(-1, best, True)
+        weights = masked_softmax(scores, keep, dim=-1)
     return weights @ v, weights

@@ -3,25 +3,40 @@
 Boolean masks mean "may attend": True = this key takes part, False = blocked.  They
 broadcast against scores of shape ``(..., m, n)``.  ``nn.MultiheadAttention``'s
 ``key_padding_mask`` uses the opposite convention (True = ignore).
+
+Chapter 06's graded references: ``padding_mask``, ``causal_mask``, ``masked_softmax`` and
+``combined_mask`` (padding and causality in one mask that broadcasts over the heads).
+Around them: ``key_mask`` (a per-key mask shaped for ``(B, H, m, n)`` scores),
+``to_additive_mask`` (the float form PyTorch also accepts) and ``dependence_matrix`` (which
+positions of the input an output position depends on, measured by gradients).
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 from torch import Tensor
 
-__all__ = ["padding_mask", "causal_mask", "masked_softmax", "check_mask"]
+__all__ = ["padding_mask", "causal_mask", "masked_softmax", "check_mask", "combined_mask", "key_mask",
+           "to_additive_mask", "dependence_matrix"]
+
+
+def _keep_from_lengths(lengths: Tensor, max_len: int, fn: str) -> Tensor:
+    if not isinstance(lengths, Tensor) or lengths.dim() != 1:
+        raise ValueError(f"{fn}: lengths must be a 1-D tensor of sequence lengths, got {lengths!r:.60}")
+    if lengths.is_floating_point():
+        raise TypeError(f"{fn}: lengths must be integers, got {lengths.dtype}")
+    if (lengths < 0).any() or (lengths > max_len).any():
+        raise ValueError(f"{fn}: lengths must lie in [0, max_len={max_len}], got {lengths.tolist()}")
+    positions = torch.arange(max_len, device=lengths.device)
+    # Position p of sequence b is a real token iff p < lengths[b]: a sequence of length L
+    # occupies positions 0 .. L-1, so `<=` would let one padding token through.
+    return positions[None, :] < lengths[:, None]
 
 
 def padding_mask(lengths: Tensor, max_len: int) -> Tensor:
     """bool ``(B, max_len)``: True at positions ``< lengths[b]`` (the real tokens)."""
-    if not isinstance(lengths, Tensor) or lengths.dim() != 1:
-        raise ValueError(f"padding_mask: lengths must be a 1-D tensor of sequence lengths, got {lengths!r:.60}")
-    if lengths.is_floating_point():
-        raise TypeError(f"padding_mask: lengths must be integers, got {lengths.dtype}")
-    if (lengths < 0).any() or (lengths > max_len).any():
-        raise ValueError(f"padding_mask: lengths must lie in [0, max_len={max_len}], got {lengths.tolist()}")
-    positions = torch.arange(max_len, device=lengths.device)
-    return positions[None, :] < lengths[:, None]
+    return _keep_from_lengths(lengths, max_len, "padding_mask")
 
 
 def causal_mask(n: int, *, device: torch.device | str | None = None) -> Tensor:
@@ -29,6 +44,32 @@ def causal_mask(n: int, *, device: torch.device | str | None = None) -> Tensor:
     if n < 0:
         raise ValueError(f"causal_mask: n must be >= 0, got {n}")
     return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+
+
+def key_mask(keep: Tensor) -> Tensor:
+    """A per-key mask ``(B, n)`` (True = real token) as ``(B, 1, 1, n)``.
+
+    Scores of multi-head attention are ``(B, H, m, n)``: the two inserted dims let one mask per
+    sequence broadcast over the H heads and the m queries.  (Broadcasting aligns shapes from the
+    right, so a ``(B, n)`` mask used as it is would pair its batch dim with the queries.)
+    """
+    if not isinstance(keep, Tensor) or keep.dtype != torch.bool or keep.dim() != 2:
+        raise ValueError(f"key_mask: expected a bool (B, n) mask, got {getattr(keep, 'dtype', type(keep))} "
+                         f"{tuple(getattr(keep, 'shape', ()))}")
+    return keep[:, None, None, :]
+
+
+def combined_mask(lengths: Tensor, max_len: int) -> Tensor:
+    """bool ``(B, 1, max_len, max_len)`` for a decoder's self-attention on padded sequences.
+
+    ``mask[b, 0, i, j]`` is True iff key j is a real token of sequence b (``j < lengths[b]``)
+    and is not in query i's future (``j <= i``).  The size-1 dim broadcasts over the heads of
+    ``(B, H, n, n)`` scores.
+    """
+    # The private helper rather than `padding_mask`: a notebook may rebind the public name, and
+    # this reference must not change with it.
+    keep = _keep_from_lengths(lengths, max_len, "combined_mask")  # (B, n)
+    return keep[:, None, None, :] & causal_mask(max_len, device=lengths.device)  # (B,1,1,n) & (n,n)
 
 
 def check_mask(mask: Tensor, scores_shape: torch.Size, fn: str) -> None:
@@ -67,3 +108,30 @@ def masked_softmax(scores: Tensor, mask: Tensor | None, dim: int = -1) -> Tensor
     e = (filled - top).exp()  # exp(-inf) = 0 for blocked entries
     total = e.sum(dim=dim, keepdim=True)
     return e / torch.where(total > 0, total, torch.ones_like(total))
+
+
+def to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """A bool mask (True = may attend) as an additive float mask: 0 where allowed, -inf where blocked.
+
+    This is the form of ``nn.Transformer.generate_square_subsequent_mask``; adding it to the
+    scores before a plain softmax gives the masked softmax, except for rows with nothing
+    allowed, which become NaN (all -inf) -- one reason the course prefers bool masks.
+    """
+    if mask.dtype != torch.bool:
+        raise TypeError(f"to_additive_mask: expected a bool mask (True = may attend), got {mask.dtype}")
+    zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    return zeros.masked_fill(~mask, float("-inf"))
+
+
+def dependence_matrix(fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
+    """``D[t, s] = || d fn(x)[t] / d x[s] ||``: how much output position t depends on input position s.
+
+    ``x`` is ``(n, d)`` (one sequence); ``fn`` maps ``(1, n, d) -> (1, n, d_out)``.  A causal
+    layer gives a lower-triangular ``D`` (zero above the diagonal: nothing flows back from the
+    future); the diagonal is non-zero when each position sees itself.  Computed with the full
+    Jacobian, so a zero entry is exactly zero, not a cancellation in a sum of gradients.
+    """
+    if x.dim() != 2:
+        raise ValueError(f"dependence_matrix: x must be one sequence of shape (n, d), got {tuple(x.shape)}")
+    jac = torch.autograd.functional.jacobian(lambda inp: fn(inp.unsqueeze(0)).squeeze(0), x)  # (n, d_out, n, d)
+    return jac.pow(2).sum(dim=(1, 3)).sqrt()

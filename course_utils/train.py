@@ -42,7 +42,7 @@ class Recipe:
     """Everything that defines a training run (saved in the checkpoint; resume must match)."""
 
     name: str
-    model: str = "vit"  # "vit" or "resnet"
+    model: str = "vit"  # "vit" or "resnet" (ResNet-20, course_utils.resnet)
     model_kwargs: dict = dataclasses.field(default_factory=dict)
     epochs: int = 10
     batch_size: int = 128
@@ -107,13 +107,9 @@ def build_model(recipe: Recipe) -> nn.Module:
     if recipe.model == "vit":
         return ViT(**recipe.model_kwargs)
     if recipe.model == "resnet":
-        from torchvision.models import resnet18
+        from .resnet import cifar_resnet
 
-        net = resnet18(num_classes=recipe.model_kwargs.get("num_classes", 10))
-        # CIFAR-sized input: a 3x3 stem without the 4x downsampling meant for 224x224 images.
-        net.conv1 = nn.Conv2d(3, 64, 3, padding=1, bias=False)
-        net.maxpool = nn.Identity()
-        return net
+        return cifar_resnet(depth=20, num_classes=recipe.model_kwargs.get("num_classes", 10))
     raise ValueError(f"unknown model {recipe.model!r}: choose 'vit' or 'resnet'")
 
 

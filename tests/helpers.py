@@ -25,14 +25,21 @@ def _lines(blocks) -> set[str]:
     return {line.strip() for block in blocks for line in block.splitlines() if len(line.strip()) >= MIN_LEN}
 
 
-def _distinctive(cid: str, pattern: re.Pattern) -> frozenset[str]:
-    """Lines inside the pattern's blocks that appear nowhere else in the source notebook."""
-    nb = solution_notebook(cid)
+@lru_cache(maxsize=None)
+def _blocks(cid: str, pattern: re.Pattern) -> tuple[frozenset[str], frozenset[str]]:
+    """(lines inside the pattern's blocks, lines elsewhere) of one source notebook."""
     inside, outside = [], []
-    for cell in nb.cells:
+    for cell in solution_notebook(cid).cells:
         inside += pattern.findall(cell.source)
         outside.append(pattern.sub("", cell.source))
-    return frozenset(_lines(inside) - _lines(outside))
+    return frozenset(_lines(inside)), frozenset(_lines(outside))
+
+
+def _distinctive(cid: str, pattern: re.Pattern) -> frozenset[str]:
+    """Lines inside the pattern's blocks of ``cid`` that appear outside such blocks in no chapter
+    (a line a chapter shows on purpose, e.g. an import, proves no leak)."""
+    shown = frozenset().union(*(_blocks(other, pattern)[1] for other in chapter_ids()))
+    return _blocks(cid, pattern)[0] - shown
 
 
 @lru_cache(maxsize=None)

@@ -1,0 +1,433 @@
+"""A synthetic sequence-to-sequence task for chapter 06's small Transformer: reverse a digit string.
+
+    python -m course_utils.seq2seq_task              # the full run: writes results/ch06_seq2seq.json
+                                                      # and the trained weights results/ch06_seq2seq_model.pth
+    python -m course_utils.seq2seq_task --steps 200 --no-write   # a short trial
+
+It uses one thread by default (``--threads``): the model is tiny, and on a machine whose cores
+are busy with other work, PyTorch's threads wait for each other and every step gets several
+times slower.  ``--threads 0`` leaves the choice to PyTorch (which may be faster on an idle machine).
+
+Tokens: ``PAD = 0``, ``BOS = 1`` (begin of sequence), ``EOS = 2`` (end of sequence) and the
+digits 0-9 as ``3 .. 12``.  A source is 3 to 12 random digits, right-padded; its target is
+``BOS``, the same digits reversed (or sorted, with ``--task sort``), ``EOS``, then padding.
+Reversal needs every output position to find one source position (the last first), so the
+cross-attention of a trained model draws an anti-diagonal.
+
+Held-out data: a validation set (watched during training, never used to pick a checkpoint: the
+run has a fixed step budget) and a test set (evaluated once, at the end, with greedy decoding,
+beam search and temperature sampling).  Training batches are drawn fresh at every step and any
+sequence that also occurs in the validation or test set is redrawn, so the held-out accuracy
+measures sequences the model has never seen.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .transformer import Seq2SeqTransformer, beam_search, greedy_decode, sample_decode
+
+PAD, BOS, EOS = 0, 1, 2
+FIRST_DIGIT = 3
+VOCAB_SIZE = FIRST_DIGIT + 10
+RESULT_NAME = "ch06_seq2seq"
+MODEL_FILE = "ch06_seq2seq_model.pth"
+
+__all__ = ["PAD", "BOS", "EOS", "VOCAB_SIZE", "TaskConfig", "TrainConfig", "to_tokens", "to_text",
+           "make_examples", "make_batch", "HeldOut", "make_heldout", "build_model", "lr_at", "exact_match",
+           "evaluate", "train", "run", "load_trained_model", "main"]
+
+
+# --------------------------------------------------------------------------- data
+@dataclasses.dataclass(frozen=True)
+class TaskConfig:
+    task: str = "reverse"  # "reverse" or "sort"
+    min_len: int = 3
+    max_len: int = 12
+
+    def __post_init__(self):
+        if self.task not in ("reverse", "sort"):
+            raise ValueError(f"TaskConfig: task must be 'reverse' or 'sort', got {self.task!r}")
+        if not 1 <= self.min_len <= self.max_len:
+            raise ValueError(f"TaskConfig: need 1 <= min_len <= max_len, got {self.min_len}, {self.max_len}")
+
+
+def to_tokens(digits: str) -> list[int]:
+    """``"305"`` -> ``[6, 3, 8]`` (source tokens, no BOS/EOS)."""
+    if not digits.isdigit():
+        raise ValueError(f"to_tokens: expected a string of digits, got {digits!r}")
+    return [FIRST_DIGIT + int(c) for c in digits]
+
+
+def to_text(tokens) -> str:
+    """Token ids -> readable text: digits as digits, ``<bos>``/``<eos>`` spelled out, padding dropped."""
+    names = {BOS: "<bos>", EOS: "<eos>"}
+    out = []
+    for tok in (int(t) for t in tokens):
+        if tok == PAD:
+            continue
+        out.append(names.get(tok, str(tok - FIRST_DIGIT) if FIRST_DIGIT <= tok < VOCAB_SIZE else f"<{tok}>"))
+    return "".join(out)
+
+
+def make_examples(digits: Tensor, lengths: Tensor, task: str = "reverse") -> tuple[Tensor, Tensor]:
+    """Source and target tokens for digit strings.
+
+    ``digits (B, L)`` with values 0-9 (entries at positions ``>= lengths[b]`` are ignored),
+    ``lengths (B,)`` -> ``src (B, Lb)`` and ``tgt (B, Lb + 2)``, where ``Lb`` is the longest
+    length in the batch: ``src`` is the digits then ``PAD``; ``tgt`` is ``BOS``, the answer,
+    ``EOS``, then ``PAD``.
+    """
+    batch, width = digits.shape
+    longest = int(lengths.max()) if batch else 0
+    pos = torch.arange(width, device=digits.device).expand(batch, width)
+    keep = pos < lengths[:, None]
+    if task == "reverse":  # output position p holds input position length - 1 - p
+        index = (lengths[:, None] - 1 - pos).clamp(min=0)
+        answer = digits.gather(1, index)
+    elif task == "sort":  # padding sorts last when it is pushed above every digit
+        answer = torch.where(keep, digits, 10).sort(dim=1).values
+    else:
+        raise ValueError(f"make_examples: unknown task {task!r}")
+    src = torch.where(keep, digits + FIRST_DIGIT, PAD)[:, :longest]
+    tgt = torch.full((batch, longest + 2), PAD, dtype=torch.long, device=digits.device)
+    tgt[:, 0] = BOS
+    tgt[:, 1:longest + 1] = torch.where(keep, answer + FIRST_DIGIT, PAD)[:, :longest]
+    tgt.scatter_(1, lengths[:, None] + 1, EOS)
+    return src, tgt
+
+
+def _draw(batch_size: int, config: TaskConfig, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    lengths = torch.randint(config.min_len, config.max_len + 1, (batch_size,), generator=generator)
+    digits = torch.randint(0, 10, (batch_size, config.max_len), generator=generator)
+    digits = torch.where(torch.arange(config.max_len) < lengths[:, None], digits, 0)  # canonical padding
+    return digits, lengths
+
+
+def _keys(digits: Tensor, lengths: Tensor) -> Tensor:
+    """One int64 per sequence, equal iff the digit strings are equal (base-11 code, digit + 1)."""
+    pos = torch.arange(digits.shape[1])
+    code = torch.where(pos < lengths[:, None], digits + 1, 0)
+    return (code * (11 ** pos)).sum(dim=1)
+
+
+def make_batch(batch_size: int, config: TaskConfig, generator: torch.Generator,
+               exclude: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """A fresh random batch ``(src, tgt)``; sequences whose key is in ``exclude`` are redrawn."""
+    digits, lengths = _draw(batch_size, config, generator)
+    if exclude is not None and exclude.numel():
+        for _ in range(100):
+            clash = torch.isin(_keys(digits, lengths), exclude)
+            if not clash.any():
+                break
+            d2, l2 = _draw(int(clash.sum()), config, generator)
+            digits[clash], lengths[clash] = d2, l2
+        else:  # pragma: no cover - only if the held-out sets cover almost all strings
+            raise RuntimeError("make_batch: could not avoid the held-out sequences; lower min_len or the set sizes")
+    return make_examples(digits, lengths, config.task)
+
+
+@dataclasses.dataclass
+class HeldOut:
+    src: Tensor
+    tgt: Tensor
+    keys: Tensor
+
+    def __len__(self) -> int:
+        return self.src.shape[0]
+
+
+def make_heldout(size: int, config: TaskConfig, seed: int, exclude: Tensor | None = None) -> HeldOut:
+    """``size`` distinct sequences, none of whose keys is in ``exclude``."""
+    generator = torch.Generator().manual_seed(seed)
+    digits, lengths, seen = [], [], set() if exclude is None else set(exclude.tolist())
+    while len(digits) < size:
+        d, n = _draw(size, config, generator)
+        for di, ni, key in zip(d, n, _keys(d, n).tolist()):
+            if key not in seen and len(digits) < size:
+                seen.add(key)
+                digits.append(di)
+                lengths.append(ni)
+    d, n = torch.stack(digits), torch.stack(lengths)
+    src, tgt = make_examples(d, n, config.task)
+    return HeldOut(src, tgt, _keys(d, n))
+
+
+# --------------------------------------------------------------------------- model and training
+@dataclasses.dataclass
+class TrainConfig:
+    task: str = "reverse"
+    min_len: int = 3
+    max_len: int = 12
+    d_model: int = 64
+    num_heads: int = 4
+    num_encoder_layers: int = 2
+    num_decoder_layers: int = 2
+    d_ff: int = 128
+    dropout: float = 0.0
+    norm_first: bool = True
+    steps: int = 700
+    batch_size: int = 128
+    lr: float = 2e-3
+    warmup_steps: int = 100
+    grad_clip: float = 1.0
+    seed: int = 0
+    eval_every: int = 100
+    val_size: int = 500
+    test_size: int = 2000
+    beam_size: int = 4
+    temperatures: tuple = (0.5, 1.0, 2.0)
+
+    @property
+    def task_config(self) -> TaskConfig:
+        return TaskConfig(self.task, self.min_len, self.max_len)
+
+
+def build_model(cfg: TrainConfig) -> Seq2SeqTransformer:
+    return Seq2SeqTransformer(VOCAB_SIZE, VOCAB_SIZE, d_model=cfg.d_model, num_heads=cfg.num_heads,
+                              num_encoder_layers=cfg.num_encoder_layers, num_decoder_layers=cfg.num_decoder_layers,
+                              d_ff=cfg.d_ff, dropout=cfg.dropout, max_len=cfg.max_len + 2, pad_id=PAD,
+                              norm_first=cfg.norm_first)
+
+
+def lr_at(step: int, total_steps: int, warmup_steps: int, base_lr: float) -> float:
+    """Linear warm-up to ``base_lr``, then cosine decay to 0 (the paper notes' schedule)."""
+    if step < warmup_steps:
+        return base_lr * (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+    return base_lr * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def exact_match(pred: Tensor, tgt: Tensor) -> Tensor:
+    """bool ``(B,)``: the whole output, ``BOS`` to ``EOS``, equals the target (padding ignored)."""
+    width = max(pred.shape[1], tgt.shape[1])
+    pred = F.pad(pred, (0, width - pred.shape[1]), value=PAD)
+    tgt = F.pad(tgt, (0, width - tgt.shape[1]), value=PAD)
+    return (pred == tgt).all(dim=1)
+
+
+def _decode(model, src: Tensor, method: str, max_new_tokens: int, *, beam_size: int = 4, temperature: float = 1.0,
+            generator: torch.Generator | None = None) -> Tensor:
+    if method == "greedy":
+        return greedy_decode(model, src, max_new_tokens, BOS, EOS, PAD)
+    if method == "beam":
+        return beam_search(model, src, max_new_tokens, BOS, EOS, PAD, beam_size=beam_size)
+    if method == "sample":
+        return sample_decode(model, src, max_new_tokens, BOS, EOS, PAD, temperature=temperature, generator=generator)
+    raise ValueError(f"unknown decoding method {method!r}")
+
+
+@torch.no_grad()
+def evaluate(model, data: HeldOut, method: str = "greedy", *, batch_size: int = 500, return_outputs: bool = False,
+             **kw):
+    """Exact-match accuracy on ``data`` and the per-sequence outcome ``(N,)`` (bool).
+
+    ``method`` is ``"greedy"``, ``"beam"`` (keyword ``beam_size``) or ``"sample"`` (keywords
+    ``temperature``, ``generator``).  With ``return_outputs`` the decoded sequences ``(N, W)``
+    (padded with ``PAD``) come third.
+    """
+    was_training = model.training
+    model.eval()
+    hits, outputs = [], []
+    for start in range(0, len(data), batch_size):
+        src = data.src[start:start + batch_size]
+        tgt = data.tgt[start:start + batch_size]
+        pred = _decode(model, src, method, tgt.shape[1] - 1, **kw)  # room for every digit and EOS
+        hits.append(exact_match(pred, tgt))
+        outputs.append(pred)
+    model.train(was_training)
+    hit = torch.cat(hits)
+    if not return_outputs:
+        return float(hit.double().mean()), hit
+    width = max(o.shape[1] for o in outputs)
+    padded = torch.cat([F.pad(o, (0, width - o.shape[1]), value=PAD) for o in outputs])
+    return float(hit.double().mean()), hit, padded
+
+
+def train(cfg: TrainConfig, *, log: Callable[[str], None] | None = print, val: HeldOut | None = None,
+          exclude: Tensor | None = None) -> tuple[Seq2SeqTransformer, dict[str, Any]]:
+    """Teacher-forced training with Adam for ``cfg.steps`` steps on fresh batches.
+
+    The decoder reads ``tgt[:, :-1]`` (``BOS`` and the answer) and is trained to predict
+    ``tgt[:, 1:]`` (the answer and ``EOS``) at every position at once; padding positions do not
+    count in the loss.  Returns the model (in eval mode) and the history: the mean training loss
+    of every ``eval_every`` steps and, if ``val`` is given, the greedy exact-match accuracy on it.
+    """
+    torch.manual_seed(cfg.seed)
+    generator = torch.Generator().manual_seed(cfg.seed + 1)
+    model = build_model(cfg)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
+    history: dict[str, list] = {"step": [], "train_loss": [], "val_exact_match": [], "elapsed_s": []}
+    eval_time = 0.0
+    window: list[float] = []
+    start = time.perf_counter()
+    model.train()
+    for step in range(cfg.steps):
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, cfg.steps, cfg.warmup_steps, cfg.lr)
+        src, tgt = make_batch(cfg.batch_size, cfg.task_config, generator, exclude)
+        logits = model(src, tgt[:, :-1])  # teacher forcing: the true prefix, not the model's own guesses
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1), ignore_index=PAD)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        window.append(loss.item())
+        if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
+            tick = time.perf_counter()
+            acc = evaluate(model, val)[0] if val is not None else None
+            eval_time += time.perf_counter() - tick
+            history["step"].append(step + 1)
+            history["train_loss"].append(sum(window) / len(window))
+            history["val_exact_match"].append(acc)
+            history["elapsed_s"].append(round(time.perf_counter() - start, 2))
+            window = []
+            if log:
+                shown = "" if acc is None else f"  val exact match {acc:.3f}"
+                log(f"step {step + 1:5d}  loss {history['train_loss'][-1]:.4f}{shown}")
+    model.eval()
+    history["train_time_s"] = round(time.perf_counter() - start, 2)
+    history["eval_time_s"] = round(eval_time, 2)
+    return model, history
+
+
+# --------------------------------------------------------------------------- the full run
+def _examples(model, data: HeldOut, cfg: TrainConfig, count: int = 6) -> list[dict[str, str]]:
+    src, tgt = data.src[:count], data.tgt[:count]
+    n = tgt.shape[1] - 1
+    rows = {"source": [to_text(s) for s in src], "target": [to_text(t) for t in tgt],
+            "greedy": [to_text(p) for p in _decode(model, src, "greedy", n)],
+            "beam": [to_text(p) for p in _decode(model, src, "beam", n, beam_size=cfg.beam_size)]}
+    generator = torch.Generator().manual_seed(cfg.seed + 3)
+    for temp in cfg.temperatures:
+        rows[f"sample_T{temp:g}"] = [to_text(p) for p in _decode(model, src, "sample", n, temperature=temp,
+                                                                  generator=generator)]
+    return [{key: rows[key][i] for key in rows} for i in range(len(src))]
+
+
+def run(cfg: TrainConfig, *, write: bool = True, log: Callable[[str], None] | None = print,
+        directory: Path | None = None, command: str | None = None) -> dict[str, Any]:
+    """Train, evaluate on the test set once, and (with ``write``) save the result file and the weights."""
+    from . import results
+
+    load_before = os.getloadavg()
+    wall_start = time.perf_counter()
+    task = cfg.task_config
+    test = make_heldout(cfg.test_size, task, seed=10_000 + cfg.seed)
+    val = make_heldout(cfg.val_size, task, seed=20_000 + cfg.seed, exclude=test.keys)
+    exclude = torch.cat([test.keys, val.keys])
+    model, history = train(cfg, log=log, val=val, exclude=exclude)
+
+    tick = time.perf_counter()
+    test_results: dict[str, Any] = {"size": len(test)}
+    greedy_acc, greedy_hit = evaluate(model, test, "greedy")
+    beam_acc, beam_hit = evaluate(model, test, "beam", beam_size=cfg.beam_size)
+    test_results["greedy"] = {"exact_match": greedy_acc}
+    test_results["beam"] = {"exact_match": beam_acc, "beam_size": cfg.beam_size,
+                            "disagreements_with_greedy": int((greedy_hit != beam_hit).sum())}
+    test_results["sampling"] = []
+    for temp in cfg.temperatures:
+        generator = torch.Generator().manual_seed(cfg.seed + 2)
+        acc, hit, outputs = evaluate(model, test, "sample", temperature=temp, generator=generator,
+                                     return_outputs=True)
+        wrong = (~hit).nonzero().flatten()[:4].tolist()  # the first few mistakes, in test-set order
+        test_results["sampling"].append({
+            "temperature": temp, "exact_match": acc,
+            "first_mistakes": [{"source": to_text(test.src[i]), "target": to_text(test.tgt[i]),
+                                "sampled": to_text(outputs[i])} for i in wrong]})
+    lengths = (test.src != PAD).sum(dim=1)
+    test_results["greedy_by_length"] = {int(n): float(greedy_hit[lengths == n].double().mean())
+                                        for n in lengths.unique()}
+    test_time = time.perf_counter() - tick
+    wall = time.perf_counter() - wall_start
+    load_after = os.getloadavg()
+
+    num_params = sum(p.numel() for p in model.parameters())
+    data = {
+        "task": dataclasses.asdict(task),
+        "vocab": {"PAD": PAD, "BOS": BOS, "EOS": EOS, "digits": f"{FIRST_DIGIT}..{VOCAB_SIZE - 1}",
+                  "size": VOCAB_SIZE},
+        "model": {**model.config, "num_params": num_params},
+        "training": {key: value for key, value in dataclasses.asdict(cfg).items()
+                     if key in ("steps", "batch_size", "lr", "warmup_steps", "grad_clip", "seed", "eval_every")},
+        "training_curve": {k: history[k] for k in ("step", "train_loss", "val_exact_match", "elapsed_s")},
+        "train_time_s": history["train_time_s"],
+        "val_eval_time_s": history["eval_time_s"],
+        "test_eval_time_s": round(test_time, 2),
+        "val_size": len(val),
+        "test": test_results,
+        "examples": _examples(model, test, cfg),
+        "load_average_1min": {"start": round(load_before[0], 2), "end": round(load_after[0], 2)},
+        "model_file": MODEL_FILE if write else None,
+    }
+    if log:
+        log(f"test exact match: greedy {greedy_acc:.4f}, beam({cfg.beam_size}) {beam_acc:.4f}, "
+            + ", ".join(f"sampling T={s['temperature']:g} {s['exact_match']:.4f}" for s in test_results["sampling"]))
+        log(f"training {history['train_time_s']:.1f} s, whole run {wall:.1f} s, {num_params} parameters, "
+            f"load average {load_before[0]:.2f} -> {load_after[0]:.2f} on {os.cpu_count()} cores")
+    if write:
+        path = results.write_result(RESULT_NAME, data, dataset=f"synthetic: {task.task} digit strings of length "
+                                    f"{task.min_len}-{task.max_len}, fresh training batches, held-out val/test",
+                                    split="none (fixed step budget); validation curve for monitoring only",
+                                    wall_time_s=wall, directory=directory, command=command)
+        directory = Path(directory or results.RESULTS_DIR)
+        torch.save({"config": model.config, "state_dict": model.state_dict()}, directory / MODEL_FILE)
+        if log:
+            log(f"wrote {path} and {directory / MODEL_FILE}")
+    return data
+
+
+def load_trained_model(path: Path | str | None = None) -> Seq2SeqTransformer:
+    """The model saved by the full run (``results/ch06_seq2seq_model.pth``), in eval mode."""
+    from . import results
+
+    path = Path(path or Path(results.RESULTS_DIR) / MODEL_FILE)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: run `python -m course_utils.seq2seq_task` to train and save it")
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    model = Seq2SeqTransformer(**saved["config"])
+    model.load_state_dict(saved["state_dict"])
+    return model.eval()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    defaults = TrainConfig()
+    parser.add_argument("--task", choices=("reverse", "sort"), default=defaults.task)
+    parser.add_argument("--steps", type=int, default=defaults.steps)
+    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    parser.add_argument("--lr", type=float, default=defaults.lr)
+    parser.add_argument("--d-model", type=int, default=defaults.d_model)
+    parser.add_argument("--d-ff", type=int, default=defaults.d_ff)
+    parser.add_argument("--layers", type=int, default=defaults.num_encoder_layers,
+                        help="encoder layers = decoder layers")
+    parser.add_argument("--post-norm", action="store_true", help="post-norm layers (the paper's) instead of pre-norm")
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: it does not stall when other processes share the "
+                             "cores; 0 = PyTorch's choice)")
+    parser.add_argument("--no-write", action="store_true", help="do not write results/ (for trials)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cfg = TrainConfig(task=args.task, steps=args.steps, batch_size=args.batch_size, lr=args.lr, d_model=args.d_model,
+                      d_ff=args.d_ff, num_encoder_layers=args.layers, num_decoder_layers=args.layers,
+                      norm_first=not args.post_norm, seed=args.seed)
+    argv = sys.argv[1:] if argv is None else argv
+    run(cfg, write=not args.no_write, command=" ".join(["python -m course_utils.seq2seq_task", *argv]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
