@@ -6,6 +6,7 @@ PYTHON ?= python3
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+TEST_WORKERS ?= 2
 IDS    := $(notdir $(patsubst %/,%,$(wildcard solutions/*/)))
 NBGRADER := cd autograde && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/nbgrader
 
@@ -47,7 +48,8 @@ serve:
 # ---------------------------------------------------------------- tests
 test: $(STAMP)
 	bash tools/ensure_chromium.sh
-	$(PY) -m pytest tests solutions --nbval --nbval-current-env --nbval-cell-timeout=600 --durations=15
+	$(PY) -m pytest solutions --nbval --nbval-current-env --nbval-cell-timeout=600 -p no:xdist -q
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadgroup --durations=25
 
 # ---------------------------------------------------------------- learners
 lab: $(STAMP)

@@ -1,10 +1,24 @@
-"""Reference position information (chapter 05): sinusoidal and learned 1-D encodings."""
+"""Reference position information (chapter 05).
+
+- ``sinusoidal_encoding``: the Transformer's fixed 1-D encoding, sin/cos pairs interleaved;
+- ``LearnedPositionalEmbedding``: one trainable vector per position (BERT, ViT);
+- ``offset_matrix``: the block rotation ``M_k`` with ``PE[p + k] = PE[p] @ M_k`` for every p;
+- ``sincos_2d_encoding``: fixed 2-D encoding of a grid of image patches (row half, column half);
+- ``rotary_embedding``: RoPE, the same rotations applied to queries and keys, so that their
+  dot product depends on the positions only through the offset;
+- ``RelativePositionBias``: a learned bias per head and offset, added to the attention scores.
+
+Row-vector convention throughout: an encoding is a row, a linear map multiplies on the right.
+"""
 from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
 
-__all__ = ["sinusoidal_encoding", "LearnedPositionalEmbedding"]
+__all__ = [
+    "sinusoidal_encoding", "LearnedPositionalEmbedding", "frequencies", "offset_matrix",
+    "sincos_2d_encoding", "rotary_embedding", "RelativePositionBias",
+]
 
 
 def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0, *,
@@ -45,3 +59,118 @@ class LearnedPositionalEmbedding(nn.Module):
         if x.shape[-1] != self.weight.shape[1]:
             raise ValueError(f"LearnedPositionalEmbedding: x has {x.shape[-1]} features, expected {self.weight.shape[1]}")
         return x + self.weight[:n]
+
+
+# --------------------------------------------------------------------------- rotations
+def frequencies(d_model: int, base: float = 10000.0) -> Tensor:
+    """The angular frequencies ``omega_i = base^(-2i/d_model)``, ``i = 0 .. d_model/2 - 1`` (float64)."""
+    if d_model % 2:
+        raise ValueError(f"frequencies: d_model must be even (sin/cos pairs), got {d_model}")
+    return base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+
+
+def _pair_rotation(angle: Tensor) -> Tensor:
+    """``(..., d/2) -> (..., d, d)``: block diagonal, block i = [[cos a_i, -sin a_i], [sin a_i, cos a_i]].
+
+    For a row ``[s, c] = [sin t, cos t]`` this block gives ``[s, c] @ block = [sin(t + a), cos(t + a)]``.
+    """
+    half = angle.shape[-1]
+    cos, sin = angle.cos(), angle.sin()
+    out = torch.zeros(*angle.shape[:-1], 2 * half, 2 * half, dtype=angle.dtype, device=angle.device)
+    idx = torch.arange(half, device=angle.device)
+    out[..., 2 * idx, 2 * idx] = cos
+    out[..., 2 * idx, 2 * idx + 1] = -sin
+    out[..., 2 * idx + 1, 2 * idx] = sin
+    out[..., 2 * idx + 1, 2 * idx + 1] = cos
+    return out
+
+
+def offset_matrix(k: float, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32,
+                  device: torch.device | str | None = None) -> Tensor:
+    """``(d_model, d_model)`` matrix ``M_k`` with ``sinusoidal_encoding(...)[p + k] = PE[p] @ M_k`` for all p.
+
+    Block-diagonal: pair i is rotated by the angle ``k * omega_i``, because
+    sin((p+k)w) = sin(pw)cos(kw) + cos(pw)sin(kw) and cos((p+k)w) = cos(pw)cos(kw) - sin(pw)sin(kw).
+    ``M_k`` does not depend on p: moving by k positions is one fixed linear map.
+    """
+    angle = float(k) * frequencies(d_model, base)
+    return _pair_rotation(angle).to(dtype=dtype, device=device)
+
+
+def rotary_embedding(x: Tensor, base: float = 10000.0, positions: Tensor | None = None) -> Tensor:
+    """RoPE: rotate feature pairs (2i, 2i+1) of ``x (..., n, d)`` by ``position * omega_i``.
+
+    Row p becomes ``x[p] @ M_p`` (``offset_matrix(p)``), computed pair by pair without the
+    matrix.  Applied to queries and keys, ``rotary(q)[p] . rotary(k)[r] = q[p] . (k[r] @ M_{r-p})``
+    (rotations compose and are orthogonal), so scores depend on positions only through the
+    offset r - p, and every vector keeps its norm.  ``positions`` (``(n,)``) defaults to
+    ``0 .. n-1``.  Since ``PE[p] = PE[0] @ M_p``, the sinusoidal encoding is RoPE applied to the
+    constant vector ``(0, 1, 0, 1, ...)``.  (The RoFormer paper rotates the other way round,
+    ``M_{-p}`` in this pair order; the offset property is the same.)
+    """
+    if not x.is_floating_point():
+        raise TypeError(f"rotary_embedding: x must be floating point, got {x.dtype}")
+    n, d = x.shape[-2], x.shape[-1]
+    if d % 2:
+        raise ValueError(f"rotary_embedding: the feature size must be even (pairs), got {d}")
+    if positions is None:
+        positions = torch.arange(n, dtype=torch.float64, device=x.device)
+    elif positions.shape != (n,):
+        raise ValueError(f"rotary_embedding: positions must have shape ({n},), got {tuple(positions.shape)}")
+    angle = positions.to(device=x.device, dtype=torch.float64)[:, None] * frequencies(d, base).to(x.device)  # (n, d/2)
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    # [e, o] @ [[cos, -sin], [sin, cos]] = [e cos + o sin, -e sin + o cos]
+    out[..., 0::2] = even * cos + odd * sin
+    out[..., 1::2] = odd * cos - even * sin
+    return out
+
+
+# --------------------------------------------------------------------------- images and relative positions
+def sincos_2d_encoding(grid_h: int, grid_w: int, d_model: int, base: float = 10000.0, *, cls_token: bool = False,
+                       dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> Tensor:
+    """Fixed 2-D encoding of a ``grid_h x grid_w`` grid of patches: ``(grid_h*grid_w, d_model)``.
+
+    Patches are numbered row by row (patch ``r*grid_w + c`` is at row r, column c), as
+    ``patchify`` produces them.  The first half of the features is the 1-D sinusoidal encoding
+    of the row, the second half that of the column, so patches in the same row share the
+    first half, and a step down or a step right changes one half only.  ``cls_token=True``
+    prepends a row of zeros for a class token, which has no place in the grid.
+    """
+    if d_model % 4:
+        raise ValueError(f"sincos_2d_encoding: d_model must be divisible by 4 (sin/cos pairs for rows and columns), "
+                         f"got {d_model}")
+    rows = sinusoidal_encoding(grid_h, d_model // 2, base, dtype=torch.float64)  # (grid_h, d/2)
+    cols = sinusoidal_encoding(grid_w, d_model // 2, base, dtype=torch.float64)  # (grid_w, d/2)
+    pe = torch.cat([rows[:, None, :].expand(grid_h, grid_w, -1), cols[None, :, :].expand(grid_h, grid_w, -1)], dim=-1)
+    pe = pe.reshape(grid_h * grid_w, d_model)
+    if cls_token:
+        pe = torch.cat([torch.zeros(1, d_model, dtype=pe.dtype), pe], dim=0)
+    return pe.to(dtype=dtype, device=device)
+
+
+class RelativePositionBias(nn.Module):
+    """A learned scalar per head and per offset ``j - i`` (clipped to ``[-max_distance, max_distance]``).
+
+    ``forward(m, n)`` returns ``(num_heads, m, n)`` to add to the attention scores of ``m``
+    queries and ``n`` keys: entry ``[h, i, j] = bias[h, clip(j - i) + max_distance]``.  The bias
+    of a pair of tokens depends only on how far apart they are, not where they are (the idea of
+    Shaw et al. 2018, in the simple per-head scalar form of T5 and Swin, without T5's log buckets).
+    """
+
+    def __init__(self, num_heads: int, max_distance: int):
+        super().__init__()
+        if max_distance < 0:
+            raise ValueError(f"RelativePositionBias: max_distance must be >= 0, got {max_distance}")
+        self.num_heads, self.max_distance = num_heads, max_distance
+        self.bias = nn.Parameter(torch.zeros(num_heads, 2 * max_distance + 1))  # zero: start position-blind
+
+    def offsets(self, m: int, n: int) -> Tensor:
+        """``(m, n)`` long tensor of clipped offsets ``j - i``, shifted to ``0 .. 2*max_distance``."""
+        device = self.bias.device
+        rel = torch.arange(n, device=device)[None, :] - torch.arange(m, device=device)[:, None]
+        return rel.clamp(-self.max_distance, self.max_distance) + self.max_distance
+
+    def forward(self, m: int, n: int) -> Tensor:
+        return self.bias[:, self.offsets(m, n)]  # (H, m, n)
