@@ -110,7 +110,10 @@ class EncoderBlock(nn.Module):
 
 def _fused_self_attention(mha: MultiHeadAttention, x: Tensor) -> Tensor:
     """``mha(x, x, x)[0]`` through PyTorch's fused kernel (no weights materialised): training speed."""
-    q, k, v = (split_heads(w(x), mha.num_heads) for w in (mha.w_q, mha.w_k, mha.w_v))
+    # One (3d, d) matmul instead of three (d, d) ones: fewer, larger kernels are faster on a CPU.
+    weight = torch.cat([mha.w_q.weight, mha.w_k.weight, mha.w_v.weight])
+    bias = None if mha.w_q.bias is None else torch.cat([mha.w_q.bias, mha.w_k.bias, mha.w_v.bias])
+    q, k, v = (split_heads(t, mha.num_heads) for t in torch.nn.functional.linear(x, weight, bias).chunk(3, dim=-1))
     p = mha.dropout.p if mha.training else 0.0
     return mha.w_o(merge_heads(torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=p)))
 

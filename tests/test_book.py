@@ -19,6 +19,7 @@ import pytest
 from tests.helpers import ROOT, chapter_ids, hidden_test_lines
 
 HTML = ROOT / "_build" / "html"
+pytestmark = pytest.mark.xdist_group("book")  # one worker builds and checks the book
 SHOTS = ROOT / "test-artifacts" / "screenshots"
 
 

@@ -15,6 +15,8 @@ import torch
 
 from tests.helpers import ROOT
 
+pytestmark = pytest.mark.xdist_group("train")  # CPU-heavy: keep the two runs on one worker
+
 CMD = [sys.executable, "-m", "course_utils.train", "--recipe", "smoke", "--fast"]
 
 
