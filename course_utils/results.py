@@ -75,11 +75,17 @@ def versions() -> dict[str, str]:
     return out
 
 
+def _invocation() -> list[str]:
+    """The command line as typed: ``python -m pkg.mod ...`` rather than the module's file path."""
+    argv = list(getattr(sys, "orig_argv", [sys.executable, *sys.argv]))
+    return [Path(argv[0]).name, *argv[1:]]
+
+
 def provenance(*, dataset: str, split: str | None = None, wall_time_s: float | None = None,
                command: str | None = None) -> dict[str, Any]:
     """The record a result file carries (see the module docstring)."""
     return {
-        "command": command or " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]),
+        "command": command or " ".join(shlex.quote(a) for a in _invocation()),
         "git_commit": _git_commit(),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "hardware": hardware(),
