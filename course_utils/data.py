@@ -250,17 +250,23 @@ def split_validation(data: ImageData, val_size: int = 5000, seed: int = 0) -> Sp
 # ------------------------------------------------------------------ batches and augmentation
 def normalize(images: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
     """uint8 ``(B, 3, H, W)`` -> float, scaled to [0, 1] and standardised per channel."""
-    mean = torch.tensor(MEAN, device=images.device, dtype=dtype).view(1, 3, 1, 1)
-    std = torch.tensor(STD, device=images.device, dtype=dtype).view(1, 3, 1, 1)
-    return (images.to(dtype) / 255.0 - mean) / std
+    std = torch.tensor(STD, device=images.device, dtype=torch.float64).view(1, 3, 1, 1)
+    mean = torch.tensor(MEAN, device=images.device, dtype=torch.float64).view(1, 3, 1, 1)
+    # (x / 255 - mean) / std as one multiply-add on a fresh float copy: two passes instead of four.
+    scale, shift = (1 / (255 * std)).to(dtype), (-mean / std).to(dtype)
+    return images.to(dtype).mul_(scale).add_(shift)
 
 
 def random_crop_flip(images: Tensor, *, padding: int = 4, flip: bool = True,
                      generator: torch.Generator | None = None) -> Tensor:
     """Per-image random crop (after zero padding) and horizontal flip, for a whole batch at once.
 
-    ``images`` ``(B, C, H, W)`` of any dtype; one gather instead of B small copies.
+    ``images`` ``(B, C, H, W)`` of any dtype -> same shape and dtype.  Every output pixel is
+    read with one ``gather`` from the padded batch (flat index ``row * width + col``), so the
+    cost is a single pass over the batch, not B small copies.
     """
+    if images.dim() != 4:
+        raise ValueError(f"random_crop_flip: expected images (B, C, H, W), got shape {tuple(images.shape)}")
     b, c, h, w = images.shape
     gen_device = generator.device if generator is not None else torch.device("cpu")
     padded = torch.nn.functional.pad(images, (padding,) * 4)
@@ -271,9 +277,8 @@ def random_crop_flip(images: Tensor, *, padding: int = 4, flip: bool = True,
     if flip:
         mirror = torch.rand(b, generator=generator, device=gen_device).to(images.device) < 0.5
         cols = torch.where(mirror[:, None], cols.flip(1), cols)
-    batch = torch.arange(b, device=images.device)[:, None, None]
-    out = padded.permute(0, 2, 3, 1)[batch, rows[:, :, None], cols[:, None, :]]  # (B, H, W, C)
-    return out.permute(0, 3, 1, 2).contiguous()
+    index = (rows[:, :, None] * (w + 2 * padding) + cols[:, None, :]).view(b, 1, h * w)  # (B, 1, H*W)
+    return padded.flatten(2).gather(2, index.expand(b, c, h * w)).view(b, c, h, w)
 
 
 class BatchLoader:

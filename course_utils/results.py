@@ -22,7 +22,12 @@ from typing import Any
 RESULTS_DIR = Path(os.environ.get("COURSE_RESULTS_DIR", Path(__file__).resolve().parents[1] / "results"))
 
 
-def _git_commit() -> str:
+def code_version() -> str:
+    """The git commit of this checkout, marked ``+uncommitted-changes`` if tracked files differ.
+
+    Long runs call this when they start, so a result names the code that ran even if the
+    checkout changes before the run ends.
+    """
     root = Path(__file__).resolve().parents[1]
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
@@ -82,11 +87,11 @@ def _invocation() -> list[str]:
 
 
 def provenance(*, dataset: str, split: str | None = None, wall_time_s: float | None = None,
-               command: str | None = None) -> dict[str, Any]:
+               command: str | None = None, git_commit: str | None = None) -> dict[str, Any]:
     """The record a result file carries (see the module docstring)."""
     return {
         "command": command or " ".join(shlex.quote(a) for a in _invocation()),
-        "git_commit": _git_commit(),
+        "git_commit": git_commit or code_version(),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "hardware": hardware(),
         "versions": versions(),
@@ -98,11 +103,12 @@ def provenance(*, dataset: str, split: str | None = None, wall_time_s: float | N
 
 def write_result(name: str, data: dict[str, Any], *, dataset: str, split: str | None = None,
                  wall_time_s: float | None = None, command: str | None = None,
-                 directory: Path | None = None) -> Path:
+                 directory: Path | None = None, git_commit: str | None = None) -> Path:
     """Write ``results/<name>.json`` atomically (a killed writer never leaves half a file)."""
     directory = Path(directory or RESULTS_DIR)
     directory.mkdir(parents=True, exist_ok=True)
-    record = {"provenance": provenance(dataset=dataset, split=split, wall_time_s=wall_time_s, command=command),
+    record = {"provenance": provenance(dataset=dataset, split=split, wall_time_s=wall_time_s, command=command,
+                                       git_commit=git_commit),
               "data": data}
     path = directory / f"{name}.json"
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")

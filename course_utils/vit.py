@@ -29,6 +29,8 @@ def patchify(images: Tensor, patch_size: int) -> Tensor:
     """``(B, C, H, W) -> (B, N, P*P*C)``: patches in row-major order, each flattened as (p1 p2 c)."""
     if images.dim() != 4:
         raise ValueError(f"patchify: expected images (B, C, H, W), got shape {tuple(images.shape)}")
+    if not isinstance(patch_size, int) or patch_size < 1:
+        raise ValueError(f"patchify: patch_size must be a positive integer, got {patch_size!r}")
     h, w = images.shape[-2:]
     if h % patch_size or w % patch_size:
         raise ValueError(f"patchify: image size {h}x{w} is not divisible by patch size {patch_size}")
@@ -166,6 +168,9 @@ class ViT(nn.Module):
 
     def tokens(self, images: Tensor) -> Tensor:
         """``(B, C, H, W) -> (B, N+1, dim)``: patch tokens behind the CLS token, plus positions."""
+        if images.dim() != 4:
+            raise ValueError(f"ViT: expected a batch of images (B, C, H, W), got shape {tuple(images.shape)}; "
+                             "for one image use images.unsqueeze(0)")
         if images.shape[-1] != self.img_size or images.shape[-2] != self.img_size:
             raise ValueError(f"ViT: expected {self.img_size}x{self.img_size} images, got {tuple(images.shape)}")
         x = self.patch_embed(images)
