@@ -82,7 +82,7 @@ RECIPES: dict[str, Recipe] = {
         name="cpu",
         model_kwargs=dict(CIFAR_VIT, patch_size=8, dim=192, depth=4, num_heads=3, mlp_dim=384,
                           stem_channels=(32, 64, 128), dropout=0.0),
-        epochs=28, batch_size=128, lr=2e-3, weight_decay=0.05, warmup_epochs=1, label_smoothing=0.1,
+        epochs=22, batch_size=128, lr=2e-3, weight_decay=0.05, warmup_epochs=1, label_smoothing=0.1,
         grad_clip=1.0, augment=True, policy=None, amp="auto", channels_last=True,
     ),
     # One GPU: a ViT-S-like model (patch 4 on 32x32 gives 64 tokens) with the DeiT-style
