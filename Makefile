@@ -12,7 +12,7 @@ NBGRADER := cd autograde && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/nb
 
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help venv book serve test lab execute bench train-cpu release collect autograde feedback grades clean
+.PHONY: help venv book serve test lab execute bench train-cpu sweep release collect autograde feedback grades clean
 
 help:
 	@echo "make book       build the book into _build/html (first run installs everything into $(VENV))"
@@ -69,6 +69,13 @@ bench: $(STAMP)
 
 train-cpu: $(STAMP)
 	$(PY) -m course_utils.train --recipe cpu --out runs/ch07_vit_cpu --result ch07_vit_cpu
+	$(PY) -m course_utils.train --recipe cpu --model resnet --out runs/ch07_resnet_cpu --result ch07_resnet_cpu
+
+# Chapter 08's evidence (mini budget, about an hour on 2 cores; interrupted runs resume).
+sweep: $(STAMP)
+	$(PY) -m course_utils.sweep lr-range --budget mini
+	$(PY) -m course_utils.sweep ablation --budget mini
+	$(PY) -m course_utils.sweep search --budget mini --trials 12
 
 # ---------------------------------------------------------------- instructors (nbgrader)
 release: $(STAMP)

@@ -117,15 +117,25 @@ def _fused_self_attention(mha: MultiHeadAttention, x: Tensor) -> Tensor:
     bias = None if mha.w_q.bias is None else torch.cat([mha.w_q.bias, mha.w_k.bias, mha.w_v.bias])
     q, k, v = (split_heads(t, mha.num_heads) for t in torch.nn.functional.linear(x, weight, bias).chunk(3, dim=-1))
     p = mha.dropout.p if mha.training else 0.0
-    if x.device.type == "cpu" and torch.is_grad_enabled():
-        # PyTorch's fused CPU kernel has a slow backward pass for short sequences (measured
-        # 116 ms per call for (128, 3, 65, 64) in bf16, half of a whole training step); two
-        # plain matmuls and a softmax train about 1.6x faster (benchmarks/vit_throughput.py).
+    if x.device.type == "cpu" and torch.is_grad_enabled() and _low_precision(q):
+        # PyTorch's fused CPU kernel has a slow bf16 backward pass for short sequences (measured
+        # 116 ms per call for (128, 3, 65, 64), half of a whole training step); two plain
+        # matmuls and a softmax train the whole ViT about 1.6x faster.  In float32 the fused
+        # kernel is the faster one (benchmarks/vit_throughput.py measures both).
         weights = torch.softmax((q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1), dim=-1)
         attended = torch.nn.functional.dropout(weights, p) @ v
     else:
         attended = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=p)
     return mha.w_o(merge_heads(attended))
+
+
+def _low_precision(t: Tensor) -> bool:
+    """True under CPU autocast or for half-precision tensors."""
+    try:
+        autocast = torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch < 2.4
+        autocast = torch.is_autocast_cpu_enabled()
+    return autocast or t.dtype in (torch.bfloat16, torch.float16)
 
 
 class ViT(nn.Module):

@@ -1,0 +1,316 @@
+"""Hyperparameter sweeps with the course trainer (chapter 08): ablations, a learning-rate range
+test and an Optuna search, all resumable.
+
+    python -m course_utils.sweep ablation --budget mini             # results/ch08_ablation_mini.json
+    python -m course_utils.sweep ablation --budget mini --seeds 1 --only lr_x2 dropout
+    python -m course_utils.sweep lr-range --budget mini             # results/ch08_lr_range_mini.json
+    python -m course_utils.sweep search --budget mini --trials 12   # results/ch08_search_mini.json
+
+A **budget** fixes what every run of a sweep may spend (training images, epochs) and the
+starting recipe; a **variant** is a named set of recipe changes.  The ablation has two parts:
+
+- the *ladder*: the lab report's situation (a plain ViT, no augmentation, no regularisation,
+  constant learning rate) fixed one change at a time, each step keeping the previous ones;
+- the *levers*: single changes to the ladder's last step, one at a time.
+
+Runs select on the validation split and never touch the test set (chapter 07's full run is the
+one test-set evaluation).  Each run trains in ``runs/sweep/<budget>/<variant>/seed<k>/`` with
+the trainer's per-epoch checkpoint, so an interrupted sweep restarted with the same command
+skips finished runs and resumes the interrupted one from its last epoch.  The search keeps its
+trials in an SQLite file beside them and continues up to ``--trials``.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from . import data as cdata
+from .results import write_result
+from .runtime import seed_everything
+from .train import RECIPES, Recipe, build_model, train
+
+SWEEP_DIR = Path("runs/sweep")
+
+# The lab report's model in small: a plain ViT (Conv2d patch embedding, kernel = stride = 4).
+_LAB_VIT = dict(img_size=32, num_classes=10, patch_size=4, dim=128, depth=4, num_heads=4, mlp_dim=256, dropout=0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """What each run of a sweep may spend, and the recipe the ladder starts from."""
+
+    name: str
+    base: Recipe
+    train_images: int | None  # None: the whole training split (45,000 images)
+    about: str
+
+
+BUDGETS: dict[str, Budget] = {
+    # Minutes per run on 2 CPU cores: enough to show over-fitting and each lever's direction.
+    "mini": Budget(
+        "mini",
+        dataclasses.replace(
+            RECIPES["cpu"], name="mini", model_kwargs=_LAB_VIT, epochs=10, lr=1e-3, weight_decay=0.0,
+            warmup_epochs=0, label_smoothing=0.0, augment=False, schedule="constant"),
+        train_images=10_000,
+        about="10,000 training images, 10 epochs, a 0.8M-parameter plain ViT (patch 4, dim 128, depth 4)"),
+    # The chapter-07 budget: the whole training split, the cpu recipe's epochs (about 30 min/run).
+    "cpu": Budget(
+        "cpu",
+        dataclasses.replace(
+            RECIPES["cpu"], name="cpu-ablation", model_kwargs={**_LAB_VIT, "dim": 192, "num_heads": 3, "mlp_dim": 384},
+            weight_decay=0.0, warmup_epochs=0, label_smoothing=0.0, augment=False, schedule="constant"),
+        train_images=None,
+        about="45,000 training images, the cpu recipe's 10 epochs and model width (about 30 minutes per run)"),
+}
+
+# (name, what changes, recipe overrides).  ``model_kwargs`` overrides merge into the model's.
+LADDER: list[tuple[str, str, dict]] = [
+    ("baseline", "the lab report's setting: plain ViT, constant lr, no augmentation or regularisation", {}),
+    ("schedule", "+ 1 epoch linear warmup, then cosine decay", {"schedule": "cosine", "warmup_epochs": 1}),
+    ("augment", "+ random crop (padding 4) and horizontal flip", {"augment": True}),
+    ("smoothing", "+ label smoothing 0.1", {"label_smoothing": 0.1}),
+    ("decay", "+ weight decay 0.05 (AdamW)", {"weight_decay": 0.05}),
+    ("conv_tokenizer", "+ convolutional tokenizer (3x3 convs 32-64-128, pooled to a 4x4 grid) instead of 4x4 patches",
+     {"model_kwargs": {"patch_size": 8, "stem_channels": [32, 64, 128]}}),
+]
+LEVERS: list[tuple[str, str, dict]] = [
+    ("lr_half", "learning rate / 2", {"lr": "x0.5"}),
+    ("lr_x2", "learning rate x 2", {"lr": "x2"}),
+    ("batch_256", "batch 256 with the learning rate x 2 (linear scaling)", {"batch_size": 256, "lr": "x2"}),
+    ("noam", "the Transformer paper's Noam schedule instead of warmup + cosine", {"schedule": "noam"}),
+    ("dropout", "dropout 0.1 in attention and MLP", {"model_kwargs": {"dropout": 0.1}}),
+    ("trivial_augment", "+ TrivialAugment", {"policy": "trivial"}),
+    ("mixup_cutmix", "+ MixUp (alpha 0.8) / CutMix (alpha 1.0)", {"mixup_alpha": 0.8, "cutmix_alpha": 1.0}),
+    ("deep_narrow", "depth 8, dim 96 (fewer parameters, twice the layers)",
+     {"model_kwargs": {"depth": 8, "dim": 96, "num_heads": 4, "mlp_dim": 192}}),
+]
+
+
+def apply(recipe: Recipe, overrides: dict, name: str) -> Recipe:
+    """``recipe`` with ``overrides``; ``"x2"``-style strings multiply the current value."""
+    changes: dict = {"name": name}
+    for key, value in overrides.items():
+        if key == "model_kwargs":
+            changes[key] = {**recipe.model_kwargs, **value}
+        elif isinstance(value, str) and value.startswith("x") and key not in ("schedule", "policy"):
+            changes[key] = getattr(recipe, key) * float(value[1:])
+        else:
+            changes[key] = value
+    return dataclasses.replace(recipe, **changes)
+
+
+def variants(budget: Budget) -> dict[str, tuple[str, str, Recipe]]:
+    """Every variant of the ablation: ``name -> (part, description, recipe)``, in table order."""
+    out, recipe = {}, budget.base
+    for name, about, overrides in LADDER:
+        recipe = apply(recipe, overrides, f"{budget.name}/{name}")
+        out[name] = ("ladder", about, recipe)
+    top = recipe
+    for name, about, overrides in LEVERS:
+        out[name] = ("lever", about, apply(top, overrides, f"{budget.name}/{name}"))
+    return out
+
+
+def load_budget_data(budget: Budget, seed: int = 0) -> cdata.Split:
+    """The standard split (5,000 validation images carved from training), training set cut to the budget."""
+    split = cdata.split_validation(cdata.load_cifar10(), val_size=5000, seed=0)
+    if budget.train_images is None:
+        return split
+    idx = torch.randperm(len(split.train_images), generator=torch.Generator().manual_seed(seed))[:budget.train_images]
+    return dataclasses.replace(split, train_images=split.train_images[idx], train_labels=split.train_labels[idx])
+
+
+def _run_record(summary: dict, about: str, part: str) -> dict:
+    hist = summary["history"]
+    best = max(hist, key=lambda h: h["val_acc"])
+    return {"part": part, "about": about, "best_val_acc": best["val_acc"], "best_epoch": best["epoch"],
+            "final_train_acc": hist[-1]["train_acc"], "final_val_acc": hist[-1]["val_acc"],
+            "min_val_loss": min(h["val_loss"] for h in hist), "final_val_loss": hist[-1]["val_loss"],
+            "train_time_s": summary["train_time_s"], "parameters": summary["parameters"], "amp": summary["amp"],
+            "recipe": summary["recipe"], "history": hist}
+
+
+def ablation(budget: Budget, seeds: list[int], only: list[str] | None = None, result: str | None = None,
+             log: Callable[[str], None] = print, split: cdata.Split | None = None, root: Path = SWEEP_DIR) -> dict:
+    """Run (or resume) every variant x seed; merge all finished runs into ``results/<result>.json``.
+
+    ``split`` replaces the budget's data (tests); runs live under ``root/<budget>/``.
+    """
+    table = variants(budget)
+    unknown = set(only or []) - set(table)
+    if unknown:
+        raise ValueError(f"unknown variants {sorted(unknown)}; choose from {list(table)}")
+    split = split if split is not None else load_budget_data(budget)
+    root = Path(root) / budget.name
+    for name, (part, about, recipe) in table.items():
+        if only and name not in only:
+            continue
+        for seed in seeds:
+            run_dir = root / name / f"seed{seed}"
+            if (run_dir / "summary.json").exists():
+                continue
+            log(f"== {name} (seed {seed}): {about}")
+            train(dataclasses.replace(recipe, seed=seed), run_dir, data=split, evaluate_test=False, log=log)
+    return collect(budget, result, log, root=root, dataset=split.source)
+
+
+def collect(budget: Budget, result: str | None, log: Callable[[str], None] = print, *, root: Path,
+            dataset: str) -> dict:
+    """Gather every finished run under ``root`` (any seeds) into one result."""
+    runs: dict = {}
+    wall = 0.0
+    for name, (part, about, _) in variants(budget).items():
+        for path in sorted((root / name).glob("seed*/summary.json")):
+            summary = json.loads(path.read_text())
+            runs.setdefault(name, {})[path.parent.name[4:]] = _run_record(summary, about, part)
+            wall += summary["train_time_s"]
+    out = {"budget": budget.name, "budget_about": budget.about, "order": list(runs), "runs": runs,
+           "selection": "best validation accuracy over epochs (5,000 images carved from the training set); "
+                        "the test set is not used by the sweep"}
+    for name, seeds in runs.items():
+        accs = [r["best_val_acc"] for r in seeds.values()]
+        log(f"{name:16s} val acc " + " ".join(f"{a:.4f}" for a in accs) + f"  ({seeds[next(iter(seeds))]['about']})")
+    if result and runs:
+        write_result(result, out, dataset=dataset, split="validation (5,000 images carved from the training set)",
+                     wall_time_s=wall)
+    return out
+
+
+def lr_range_test(recipe: Recipe, split: cdata.Split, *, min_lr: float = 1e-5, max_lr: float = 1.0,
+                  steps: int = 200, seed: int = 0) -> dict:
+    """Smith's learning-rate range test: raise the lr geometrically each step, record the loss.
+
+    Stops early once the smoothed loss exceeds 4x its minimum (the lr is past divergence).
+    Returns ``{"lr": [...], "loss": [...], "smoothed": [...], "suggested_lr": float}``.
+    """
+    seed_everything(seed)
+    model = build_model(recipe)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=min_lr, weight_decay=recipe.weight_decay)
+    loader = cdata.BatchLoader(split.train_images, split.train_labels, recipe.batch_size, shuffle=True,
+                               augment=recipe.augment, drop_last=True, seed=seed)
+    factor = (max_lr / min_lr) ** (1 / (steps - 1))
+    lrs, losses, smoothed, avg, best = [], [], [], 0.0, math.inf
+    batches = iter(())
+    for step in range(steps):
+        lr = min_lr * factor ** step
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        try:
+            x, y = next(batches)
+        except StopIteration:
+            loader.set_epoch(step)
+            batches = iter(loader)
+            x, y = next(batches)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=recipe.amp in ("auto", "bf16")):
+            loss = F.cross_entropy(model(x).float(), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        avg = 0.9 * avg + 0.1 * loss.item()
+        smooth = avg / (1 - 0.9 ** (step + 1))  # bias-corrected exponential moving average
+        lrs.append(lr), losses.append(loss.item()), smoothed.append(smooth)
+        best = min(best, smooth)
+        if step > 10 and (smooth > 4 * best or not math.isfinite(smooth)):
+            break
+    # A common heuristic: a tenth of the lr at the lowest smoothed loss.
+    at_min = lrs[min(range(len(smoothed)), key=smoothed.__getitem__)]
+    return {"lr": lrs, "loss": losses, "smoothed": smoothed, "lr_at_min_loss": at_min, "suggested_lr": at_min / 10}
+
+
+def search(budget: Budget, trials: int, result: str | None, seed: int = 0, log: Callable[[str], None] = print,
+           split: cdata.Split | None = None, root: Path = SWEEP_DIR) -> dict:
+    """Random search with successive-halving pruning (Optuna) over lr, weight decay, label
+    smoothing and dropout, starting from the ladder's last step; resumable (SQLite)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    top = list(variants(budget).values())[len(LADDER) - 1][2]
+    split = split if split is not None else load_budget_data(budget)
+    root = Path(root) / budget.name / "search"
+    root.mkdir(parents=True, exist_ok=True)
+    storage = optuna.storages.RDBStorage(f"sqlite:///{root / 'study.db'}", heartbeat_interval=60, grace_period=120)
+    study = optuna.create_study(
+        study_name=f"{budget.name}-search", storage=storage, load_if_exists=True, direction="maximize",
+        sampler=optuna.samplers.RandomSampler(seed=seed),
+        # Every trial gets 1 epoch; the best third continue to 3; the best third of those to 9.
+        pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=3))
+
+    def objective(trial: optuna.Trial) -> float:
+        params = {"lr": trial.suggest_float("lr", 2e-4, 5e-3, log=True),
+                  "weight_decay": trial.suggest_float("weight_decay", 1e-3, 0.3, log=True),
+                  "label_smoothing": trial.suggest_float("label_smoothing", 0.0, 0.2),
+                  "dropout": trial.suggest_float("dropout", 0.0, 0.2)}
+        recipe = apply(top, {k: v for k, v in params.items() if k != "dropout"}
+                       | {"model_kwargs": {"dropout": params["dropout"]}}, f"{budget.name}/search")
+
+        def report(record: dict) -> None:
+            trial.report(record["val_acc"], record["epoch"])
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+
+        summary = train(recipe, root / f"trial{trial.number}", data=split, evaluate_test=False, on_epoch=report,
+                        log=log)
+        return summary["best_val_acc"]
+
+    done = sum(t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED) for t in study.trials)
+    if trials > done:
+        study.optimize(objective, n_trials=trials - done)
+    rows = [{"number": t.number, "state": t.state.name, "params": t.params,
+             "val_acc_by_epoch": {str(k): v for k, v in sorted(t.intermediate_values.items())}, "value": t.value,
+             "seconds": (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete else None}
+            for t in study.trials]
+    finished = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    out = {"budget": budget.name, "budget_about": budget.about, "sampler": "random (seeded)",
+           "pruner": "successive halving (min 1 epoch, reduction factor 3)", "trials": rows,
+           "best": ({"params": study.best_params, "val_acc": study.best_value} if finished else None),
+           "epochs_spent": sum(len(t.intermediate_values) for t in study.trials),
+           "epochs_without_pruning": len(study.trials) * top.epochs}
+    if result:
+        write_result(result, out, dataset=split.source, split="validation (5,000 images carved from the training set)",
+                     wall_time_s=sum(r["seconds"] or 0 for r in rows))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=["ablation", "lr-range", "search", "list"])
+    parser.add_argument("--budget", default="mini", choices=sorted(BUDGETS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--only", nargs="+", default=None, help="ablation: these variants only")
+    parser.add_argument("--trials", type=int, default=12, help="search: total number of trials")
+    parser.add_argument("--result", default=None, help="result name (default ch08_<what>_<budget>)")
+    args = parser.parse_args(argv)
+    budget = BUDGETS[args.budget]
+    result = args.result or f"ch08_{args.what.replace('-', '_')}_{budget.name}"
+    start = time.perf_counter()
+    if args.what == "list":
+        for name, (part, about, recipe) in variants(budget).items():
+            print(f"{part:6s} {name:16s} {about}")
+        return 0
+    if args.what == "ablation":
+        ablation(budget, args.seeds, args.only, result)
+    elif args.what == "search":
+        search(budget, args.trials, result)
+    else:
+        top = list(variants(budget).values())[len(LADDER) - 1][2]
+        out = lr_range_test(top, load_budget_data(budget))
+        out["recipe"] = top.to_dict()
+        write_result(result, out, dataset=cdata.load_cifar10().source, split="training batches (no selection)",
+                     wall_time_s=time.perf_counter() - start)
+        print(f"lr at the lowest smoothed loss {out['lr_at_min_loss']:.2e}; suggested {out['suggested_lr']:.2e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

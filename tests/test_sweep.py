@@ -1,0 +1,118 @@
+"""Chapter 08's machinery: schedules in the trainer, the curve diagnosis, and resumable sweeps."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+import torch
+
+from course_utils import data as cdata
+from course_utils import sweep
+from course_utils.diagnosis import diagnose_curves
+from course_utils.schedules import noam_lr, warmup_cosine_lr
+from course_utils.train import RECIPES, lr_factor
+
+
+def test_lr_factor_schedules_follow_the_references():
+    cosine = lr_factor("cosine", 100, 10)
+    assert [cosine(s) for s in (0, 5, 10, 100)] == [warmup_cosine_lr(s, 100, 10, 1.0) for s in (0, 5, 10, 100)]
+    noam = lr_factor("noam", 100, 10)
+    # the Transformer paper's shape, rescaled to peak at 1 at the end of the warmup (step index 9 = step 10)
+    assert math.isclose(noam(9), 1.0)
+    assert math.isclose(noam(39) / noam(9), noam_lr(40, 64, 10) / noam_lr(10, 64, 10))
+    assert noam(0) < noam(5) < noam(9) > noam(50)
+    constant = lr_factor("constant", 100, 4)
+    assert [constant(s) for s in (0, 3, 50)] == [0.25, 1.0, 1.0]
+    assert lr_factor("constant", 100, 0)(0) == 1.0
+    with pytest.raises(ValueError, match="unknown schedule"):
+        lr_factor("step", 100, 0)
+
+
+def _h(*rows):
+    return [dict(train_loss=a, train_acc=b, val_loss=c, val_acc=d) for a, b, c, d in rows]
+
+
+@pytest.mark.parametrize("history, expected", [
+    (_h((1.0, 0.7, 0.5, 0.7), (0.2, 0.9, 0.9, 0.85)), "over-fitting"),       # validation loss rose 80 %
+    (_h((1.0, 0.7, 0.9, 0.7), (0.2, 0.99, 0.8, 0.80)), "over-fitting"),      # gap 0.19
+    (_h((2.0, 0.3, 2.0, 0.3), (1.8, 0.4, 1.7, 0.42)), "under-fitting"),
+    (_h((1.0, 0.6, 0.9, 0.8), (0.8, 0.72, 0.7, 0.88)), "good fit"),          # augmentation: val above train
+])
+def test_diagnose_curves(history, expected):
+    assert diagnose_curves(history) == expected
+
+
+def test_diagnose_curves_rejects_an_empty_history():
+    with pytest.raises(ValueError, match="empty"):
+        diagnose_curves([])
+
+
+def test_every_variant_is_one_change_on_top_of_its_reference():
+    table = sweep.variants(sweep.BUDGETS["mini"])
+    names = list(table)
+    assert names[: len(sweep.LADDER)] == [n for n, _, _ in sweep.LADDER]
+    ladder = [table[n][2].to_dict() for n, _, _ in sweep.LADDER]
+    for (name, _, overrides), before, after in zip(sweep.LADDER[1:], ladder, ladder[1:]):
+        changed = {k for k in after if after[k] != before[k]} - {"name"}
+        assert changed == set(overrides), f"ladder step {name} changes {changed}, declares {set(overrides)}"
+    top = ladder[-1]
+    assert top["augment"] and top["schedule"] == "cosine" and top["label_smoothing"] == 0.1
+    lr_x2 = table["lr_x2"][2]
+    assert lr_x2.lr == 2 * top["lr"] and lr_x2.batch_size == top["batch_size"]
+    assert table["dropout"][2].model_kwargs == {**top["model_kwargs"], "dropout": 0.1}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """A seconds-per-run budget on synthetic images."""
+    base = dataclasses.replace(RECIPES["smoke"], name="tiny", epochs=2, batch_size=64, schedule="constant",
+                               augment=False, label_smoothing=0.0, weight_decay=0.0, warmup_epochs=0)
+    budget = sweep.Budget("tiny", base, train_images=None, about="test budget")
+    split = cdata.split_validation(cdata.synthetic_cifar(n_train=640, n_test=64), val_size=128)
+    return budget, split
+
+
+def test_ablation_runs_resumes_and_records(tiny, tmp_path, monkeypatch):
+    budget, split = tiny
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setattr("course_utils.results.RESULTS_DIR", tmp_path / "results")
+    logs: list[str] = []
+    out = sweep.ablation(budget, [0], only=["baseline", "schedule"], result="t_ablation", log=logs.append,
+                         split=split, root=tmp_path)
+    assert out["order"] == ["baseline", "schedule"]
+    record = out["runs"]["schedule"]["0"]
+    assert record["recipe"]["schedule"] == "cosine" and len(record["history"]) == 2
+    assert 0.0 <= record["best_val_acc"] <= 1.0 and "test_acc" not in json.dumps(record)  # the test set is not used
+    saved = json.loads((tmp_path / "results" / "t_ablation.json").read_text())
+    assert saved["data"]["order"] == ["baseline", "schedule"] and saved["provenance"]["dataset"] == split.source
+    # A second call trains nothing: finished runs are read back.
+    logs.clear()
+    again = sweep.ablation(budget, [0], only=["baseline", "schedule"], log=logs.append, split=split, root=tmp_path)
+    assert not any(line.startswith("==") for line in logs), logs
+    assert again["runs"]["baseline"] == out["runs"]["baseline"]
+    with pytest.raises(ValueError, match="unknown variants"):
+        sweep.ablation(budget, [0], only=["no_such_lever"], split=split, root=tmp_path)
+
+
+def test_search_prunes_and_continues(tiny, tmp_path, monkeypatch):
+    pytest.importorskip("optuna")
+    budget, split = tiny
+    budget = dataclasses.replace(budget, base=dataclasses.replace(budget.base, epochs=3))
+    monkeypatch.setattr("course_utils.results.RESULTS_DIR", tmp_path / "results")
+    first = sweep.search(budget, 2, None, log=lambda *_: None, split=split, root=tmp_path)
+    assert len(first["trials"]) == 2
+    second = sweep.search(budget, 4, "t_search", log=lambda *_: None, split=split, root=tmp_path)
+    assert len(second["trials"]) == 4  # two more, not four: the study resumed from its SQLite file
+    assert [t["params"] for t in second["trials"][:2]] == [t["params"] for t in first["trials"]]
+    assert second["epochs_spent"] <= second["epochs_without_pruning"]
+    assert {t["state"] for t in second["trials"]} <= {"COMPLETE", "PRUNED"}
+
+
+def test_lr_range_test_finds_a_minimum_and_stops(tiny):
+    budget, split = tiny
+    out = sweep.lr_range_test(dataclasses.replace(budget.base, amp="none"), split, steps=60, max_lr=10.0)
+    assert len(out["lr"]) == len(out["loss"]) <= 60
+    assert out["lr"] == sorted(out["lr"]) and out["suggested_lr"] == pytest.approx(out["lr_at_min_loss"] / 10)
+    assert torch.tensor(out["smoothed"]).isfinite().all() or len(out["lr"]) < 60  # a blow-up ends the test early
