@@ -27,6 +27,7 @@ import json
 import math
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -239,7 +240,9 @@ def search(budget: Budget, trials: int, result: str | None, seed: int = 0, log: 
     split = split if split is not None else load_budget_data(budget)
     root = Path(root) / budget.name / "search"
     root.mkdir(parents=True, exist_ok=True)
-    storage = optuna.storages.RDBStorage(f"sqlite:///{root / 'study.db'}", heartbeat_interval=60, grace_period=120)
+    with warnings.catch_warnings():  # heartbeats (which fail trials a killed run left "running") are "experimental"
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        storage = optuna.storages.RDBStorage(f"sqlite:///{root / 'study.db'}", heartbeat_interval=60, grace_period=120)
     study = optuna.create_study(
         study_name=f"{budget.name}-search", storage=storage, load_if_exists=True, direction="maximize",
         sampler=optuna.samplers.RandomSampler(seed=seed),
