@@ -87,11 +87,11 @@ LADDER: list[tuple[str, str, dict]] = [
 LEVERS: list[tuple[str, str, dict]] = [
     ("lr_half", "learning rate / 2", {"lr": "x0.5"}),
     ("lr_x2", "learning rate x 2", {"lr": "x2"}),
-    ("batch_256", "batch 256 with the learning rate x 2 (linear scaling)", {"batch_size": 256, "lr": "x2"}),
     ("noam", "the Transformer paper's Noam schedule instead of warmup + cosine", {"schedule": "noam"}),
+    ("mixup_cutmix", "+ MixUp (alpha 0.8) / CutMix (alpha 1.0)", {"mixup_alpha": 0.8, "cutmix_alpha": 1.0}),
     ("dropout", "dropout 0.1 in attention and MLP", {"model_kwargs": {"dropout": 0.1}}),
     ("trivial_augment", "+ TrivialAugment", {"policy": "trivial"}),
-    ("mixup_cutmix", "+ MixUp (alpha 0.8) / CutMix (alpha 1.0)", {"mixup_alpha": 0.8, "cutmix_alpha": 1.0}),
+    ("batch_256", "batch 256 with the learning rate x 2 (linear scaling)", {"batch_size": 256, "lr": "x2"}),
     ("deep_narrow", "depth 8, dim 96 (fewer parameters, twice the layers)",
      {"model_kwargs": {"depth": 8, "dim": 96, "num_heads": 4, "mlp_dim": 192}}),
 ]
