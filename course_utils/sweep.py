@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from . import data as cdata
-from .results import write_result
+from .results import code_version, write_result
 from .runtime import seed_everything
 from .train import RECIPES, Recipe, build_model, train
 
@@ -64,6 +64,14 @@ BUDGETS: dict[str, Budget] = {
             warmup_epochs=0, label_smoothing=0.0, augment=False, schedule="constant"),
         train_images=10_000,
         about="10,000 training images, 10 epochs, a 0.8M-parameter plain ViT (patch 4, dim 128, depth 4)"),
+    # Few images, many epochs: the lab report's over-fitting, reproduced in minutes.
+    "small-data": Budget(
+        "small-data",
+        dataclasses.replace(
+            RECIPES["cpu"], name="small-data", model_kwargs=_LAB_VIT, epochs=30, lr=1e-3, weight_decay=0.0,
+            warmup_epochs=0, label_smoothing=0.0, augment=False, schedule="constant"),
+        train_images=2_500,
+        about="2,500 training images, 30 epochs, the mini budget's plain ViT"),
     # The chapter-07 budget: the whole training split, the cpu recipe's epochs (about 30 min/run).
     "cpu": Budget(
         "cpu",
@@ -147,6 +155,7 @@ def ablation(budget: Budget, seeds: list[int], only: list[str] | None = None, re
 
     ``split`` replaces the budget's data (tests); runs live under ``root/<budget>/``.
     """
+    commit = code_version()  # the code that runs, even if the checkout changes before the sweep ends
     table = variants(budget)
     unknown = set(only or []) - set(table)
     if unknown:
@@ -162,11 +171,11 @@ def ablation(budget: Budget, seeds: list[int], only: list[str] | None = None, re
                 continue
             log(f"== {name} (seed {seed}): {about}")
             train(dataclasses.replace(recipe, seed=seed), run_dir, data=split, evaluate_test=False, log=log)
-    return collect(budget, result, log, root=root, dataset=split.source)
+    return collect(budget, result, log, root=root, dataset=split.source, git_commit=commit)
 
 
 def collect(budget: Budget, result: str | None, log: Callable[[str], None] = print, *, root: Path,
-            dataset: str) -> dict:
+            dataset: str, git_commit: str | None = None) -> dict:
     """Gather every finished run under ``root`` (any seeds) into one result."""
     runs: dict = {}
     wall = 0.0
@@ -183,7 +192,7 @@ def collect(budget: Budget, result: str | None, log: Callable[[str], None] = pri
         log(f"{name:16s} val acc " + " ".join(f"{a:.4f}" for a in accs) + f"  ({seeds[next(iter(seeds))]['about']})")
     if result and runs:
         write_result(result, out, dataset=dataset, split="validation (5,000 images carved from the training set)",
-                     wall_time_s=wall)
+                     wall_time_s=wall, git_commit=git_commit)
     return out
 
 
@@ -236,6 +245,7 @@ def search(budget: Budget, trials: int, result: str | None, seed: int = 0, log: 
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    commit = code_version()
     top = list(variants(budget).values())[len(LADDER) - 1][2]
     split = split if split is not None else load_budget_data(budget)
     root = Path(root) / budget.name / "search"
@@ -281,7 +291,7 @@ def search(budget: Budget, trials: int, result: str | None, seed: int = 0, log: 
            "epochs_without_pruning": len(study.trials) * top.epochs}
     if result:
         write_result(result, out, dataset=split.source, split="validation (5,000 images carved from the training set)",
-                     wall_time_s=sum(r["seconds"] or 0 for r in rows))
+                     wall_time_s=sum(r["seconds"] or 0 for r in rows), git_commit=commit)
     return out
 
 
@@ -296,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     budget = BUDGETS[args.budget]
     result = args.result or f"ch08_{args.what.replace('-', '_')}_{budget.name}"
-    start = time.perf_counter()
+    start, commit = time.perf_counter(), code_version()
     if args.what == "list":
         for name, (part, about, recipe) in variants(budget).items():
             print(f"{part:6s} {name:16s} {about}")
@@ -310,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         out = lr_range_test(top, load_budget_data(budget))
         out["recipe"] = top.to_dict()
         write_result(result, out, dataset=cdata.load_cifar10().source, split="training batches (no selection)",
-                     wall_time_s=time.perf_counter() - start)
+                     wall_time_s=time.perf_counter() - start, git_commit=commit)
         print(f"lr at the lowest smoothed loss {out['lr_at_min_loss']:.2e}; suggested {out['suggested_lr']:.2e}")
     return 0
 
