@@ -37,7 +37,7 @@ venv: $(STAMP)
 # ---------------------------------------------------------------- the book
 book: $(STAMP)
 	$(PY) tools/book_pages.py
-	$(BIN)/jupyter-book build . -W --keep-going
+	$(BIN)/jupyter-book build . -W --keep-going --all
 	@echo
 	@echo "The book is in $(abspath _build/html). Open $(abspath _build/html/index.html)"
 	@echo "or run 'make serve' and visit http://127.0.0.1:8000"

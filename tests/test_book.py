@@ -23,13 +23,20 @@ pytestmark = pytest.mark.xdist_group("book")  # one worker builds and checks the
 SHOTS = ROOT / "test-artifacts" / "screenshots"
 
 
-@pytest.fixture(scope="module")
+# Session scope: xdist may hand this worker other modules' tests between these, and a
+# module-scoped fixture would then be torn down and the book rebuilt several times.
+@pytest.fixture(scope="session")
 def built_book() -> Path:
-    """Build the book exactly as `make book` does (pages from solutions, then Jupyter Book -W)."""
+    """Build the book exactly as `make book` does (pages from solutions, then Jupyter Book -W
+    --all: a fresh build, so a stale or half-written _build/ cannot turn into a warning)."""
     subprocess.run([sys.executable, "tools/book_pages.py"], cwd=ROOT, check=True)
     jb = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run([str(jb), "build", ".", "-W", "--keep-going"], cwd=ROOT, capture_output=True, text=True)
-    assert proc.returncode == 0, f"book build failed (warnings are errors):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    proc = subprocess.run([str(jb), "build", ".", "-W", "--keep-going", "--all"],
+                          cwd=ROOT, capture_output=True, text=True)
+    problems = [line for line in (proc.stdout + proc.stderr).splitlines()
+                if "WARNING" in line or "ERROR" in line or "Traceback" in line]
+    assert proc.returncode == 0, ("book build failed (warnings are errors):\n" + "\n".join(problems[:20])
+                                  + f"\n--- end of output ---\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     return HTML
 
 
@@ -65,7 +72,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(built_book):
     handler = functools.partial(_QuietHandler, directory=str(built_book))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -75,7 +82,7 @@ def server(built_book):
     httpd.shutdown()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
     exe = _chromium()
     if exe is None:
