@@ -79,7 +79,7 @@ BUDGETS: dict[str, Budget] = {
             RECIPES["cpu"], name="cpu-ablation", model_kwargs={**_LAB_VIT, "dim": 192, "num_heads": 3, "mlp_dim": 384},
             weight_decay=0.0, warmup_epochs=0, label_smoothing=0.0, augment=False, schedule="constant"),
         train_images=None,
-        about="45,000 training images, the cpu recipe's 10 epochs and model width (about 30 minutes per run)"),
+        about="45,000 training images, the cpu recipe's 22 epochs and model width (about 27 minutes per run)"),
 }
 
 # (name, what changes, recipe overrides).  ``model_kwargs`` overrides merge into the model's.
@@ -102,6 +102,7 @@ LEVERS: list[tuple[str, str, dict]] = [
     ("batch_256", "batch 256 with the learning rate x 2 (linear scaling)", {"batch_size": 256, "lr": "x2"}),
     ("deep_narrow", "depth 8, dim 96 (fewer parameters, twice the layers)",
      {"model_kwargs": {"depth": 8, "dim": 96, "num_heads": 4, "mlp_dim": 192}}),
+    ("no_augment", "- random crop and flip (the ladder's top without augmentation)", {"augment": False}),
 ]
 
 
@@ -146,22 +147,52 @@ def _run_record(summary: dict, about: str, part: str) -> dict:
             "final_train_acc": hist[-1]["train_acc"], "final_val_acc": hist[-1]["val_acc"],
             "min_val_loss": min(h["val_loss"] for h in hist), "final_val_loss": hist[-1]["val_loss"],
             "train_time_s": summary["train_time_s"], "parameters": summary["parameters"], "amp": summary["amp"],
-            "recipe": summary["recipe"], "history": hist}
+            "recipe": summary["recipe"], "history": hist, "adopted_from": summary.get("adopted_from")}
+
+
+def adopt(recipe: Recipe, source: Path, run_dir: Path) -> None:
+    """Count a finished run made elsewhere (e.g. chapter 07's ``runs/ch07_vit_cpu``) as this variant's run.
+
+    Only if its recipe is this variant's, field for field (the name aside), and it trained on the
+    same split; half an hour of CPU is not spent twice on the same numbers.
+    """
+    source = Path(source)
+    path = source / "summary.json"
+    if not path.exists():
+        raise FileNotFoundError(f"cannot adopt {source}: no summary.json there (is the run finished?)")
+    summary = json.loads(path.read_text())
+    theirs = {k: v for k, v in summary["recipe"].items() if k != "name"}
+    ours = {k: v for k, v in json.loads(json.dumps(recipe.to_dict())).items() if k != "name"}
+    differ = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+    if differ or summary.get("fast") or summary["epochs_done"] != summary["epochs"]:
+        raise ValueError(f"cannot adopt {source} as {recipe.name}: recipe differs in {differ}"
+                         if differ else f"cannot adopt {source}: a fast-mode or unfinished run")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    summary["adopted_from"] = str(source)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
 
 
 def ablation(budget: Budget, seeds: list[int], only: list[str] | None = None, result: str | None = None,
-             log: Callable[[str], None] = print, split: cdata.Split | None = None, root: Path = SWEEP_DIR) -> dict:
+             log: Callable[[str], None] = print, split: cdata.Split | None = None, root: Path = SWEEP_DIR,
+             adopted: dict[str, Path] | None = None) -> dict:
     """Run (or resume) every variant x seed; merge all finished runs into ``results/<result>.json``.
 
     ``split`` replaces the budget's data (tests); runs live under ``root/<budget>/``.
+    ``adopted`` maps a variant to a finished run directory with the same recipe (see `adopt`).
     """
     commit = code_version()  # the code that runs, even if the checkout changes before the sweep ends
     table = variants(budget)
-    unknown = set(only or []) - set(table)
+    unknown = (set(only or []) | set(adopted or {})) - set(table)
     if unknown:
         raise ValueError(f"unknown variants {sorted(unknown)}; choose from {list(table)}")
-    split = split if split is not None else load_budget_data(budget)
     root = Path(root) / budget.name
+    for name, source in (adopted or {}).items():
+        _, _, recipe = table[name]
+        seed = json.loads((Path(source) / "summary.json").read_text())["recipe"]["seed"]
+        if not (root / name / f"seed{seed}" / "summary.json").exists():
+            adopt(dataclasses.replace(recipe, seed=seed), Path(source), root / name / f"seed{seed}")
+            log(f"== {name} (seed {seed}): adopted {source}")
+    split = split if split is not None else load_budget_data(budget)
     for name, (part, about, recipe) in table.items():
         if only and name not in only:
             continue
@@ -301,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", default="mini", choices=sorted(BUDGETS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--only", nargs="+", default=None, help="ablation: these variants only")
+    parser.add_argument("--adopt", nargs="+", default=[], metavar="VARIANT=RUN_DIR",
+                        help="ablation: count a finished run with the same recipe as this variant's")
     parser.add_argument("--trials", type=int, default=12, help="search: total number of trials")
     parser.add_argument("--result", default=None, help="result name (default ch08_<what>_<budget>)")
     args = parser.parse_args(argv)
@@ -312,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{part:6s} {name:16s} {about}")
         return 0
     if args.what == "ablation":
-        ablation(budget, args.seeds, args.only, result)
+        adopted = dict(item.split("=", 1) for item in args.adopt)
+        ablation(budget, args.seeds, args.only, result, adopted=adopted)
     elif args.what == "search":
         search(budget, args.trials, result)
     else:
