@@ -68,16 +68,20 @@ class MultiHeadAttention(nn.Module):
     ``forward(query (B, m, d_model), key (B, n, d_model), value (B, n, d_model), mask)``
     -> out ``(B, m, d_model)``, weights ``(B, H, m, n)`` (before dropout).  ``mask`` is bool,
     True = may attend, shaped ``(m, n)``, ``(B, m, n)``, ``(B, 1, n)`` or ``(B, H, m, n)``.
+    ``bias`` is for all four projections; ``qkv_bias`` (if given) overrides it for ``w_q, w_k, w_v``
+    (vit-pytorch, for one, has no query/key/value bias but an output bias).
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 qkv_bias: bool | None = None):
         super().__init__()
         if d_model % num_heads:
             raise ValueError(f"MultiHeadAttention: d_model={d_model} is not divisible by num_heads={num_heads}")
         self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
-        self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_model, bias=bias)
-        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        qkv_bias = bias if qkv_bias is None else qkv_bias
+        self.w_q = nn.Linear(d_model, d_model, bias=qkv_bias)
+        self.w_k = nn.Linear(d_model, d_model, bias=qkv_bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=qkv_bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 

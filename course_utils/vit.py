@@ -90,10 +90,10 @@ class EncoderBlock(nn.Module):
     attention weights ``(B, H, N, N)``.
     """
 
-    def __init__(self, dim: int, num_heads: int, mlp_dim: int, dropout: float = 0.0):
+    def __init__(self, dim: int, num_heads: int, mlp_dim: int, dropout: float = 0.0, *, qkv_bias: bool = True):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim)
-        self.attn = MultiHeadAttention(dim, num_heads, dropout=dropout)
+        self.attn = MultiHeadAttention(dim, num_heads, dropout=dropout, qkv_bias=qkv_bias)
         self.drop1 = nn.Dropout(dropout)
         self.norm2 = nn.LayerNorm(dim)
         self.mlp = nn.Sequential(nn.Linear(dim, mlp_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(mlp_dim, dim),
@@ -113,20 +113,38 @@ class EncoderBlock(nn.Module):
 def _fused_self_attention(mha: MultiHeadAttention, x: Tensor) -> Tensor:
     """``mha(x, x, x)[0]`` through PyTorch's fused kernel (no weights materialised): training speed."""
     # One (3d, d) matmul instead of three (d, d) ones: fewer, larger kernels are faster on a CPU.
-    weight = torch.cat([mha.w_q.weight, mha.w_k.weight, mha.w_v.weight])
-    bias = None if mha.w_q.bias is None else torch.cat([mha.w_q.bias, mha.w_k.bias, mha.w_v.bias])
+    # Under autocast the weights are cast before they are joined: the copy moves half the bytes,
+    # and F.linear finds them already in the compute dtype.
+    dtype = _compute_dtype(x)
+    weight = torch.cat([mha.w_q.weight.to(dtype), mha.w_k.weight.to(dtype), mha.w_v.weight.to(dtype)])
+    bias = None if mha.w_q.bias is None else torch.cat([mha.w_q.bias, mha.w_k.bias, mha.w_v.bias]).to(dtype)
     q, k, v = (split_heads(t, mha.num_heads) for t in torch.nn.functional.linear(x, weight, bias).chunk(3, dim=-1))
     p = mha.dropout.p if mha.training else 0.0
     if x.device.type == "cpu" and torch.is_grad_enabled() and _low_precision(q):
         # PyTorch's fused CPU kernel has a slow bf16 backward pass for short sequences (measured
         # 116 ms per call for (128, 3, 65, 64), half of a whole training step); two plain
         # matmuls and a softmax train the whole ViT about 1.6x faster.  In float32 the fused
-        # kernel is the faster one (benchmarks/vit_throughput.py measures both).
-        weights = torch.softmax((q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1), dim=-1)
+        # kernel is the faster one (benchmarks/vit_throughput.py measures both).  The scale is
+        # applied to the contiguous scores, not to the strided q view (one copy fewer).
+        weights = torch.softmax((q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5, dim=-1)
         attended = torch.nn.functional.dropout(weights, p) @ v
     else:
         attended = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=p)
     return mha.w_o(merge_heads(attended))
+
+
+def _compute_dtype(x: Tensor) -> torch.dtype:
+    """The dtype matmuls run in: the autocast dtype when CPU/CUDA autocast is on, else ``x``'s."""
+    device = x.device.type if x.device.type in ("cpu", "cuda") else "cpu"
+    try:
+        if torch.is_autocast_enabled(device):
+            return torch.get_autocast_dtype(device)
+    except (TypeError, AttributeError):  # torch < 2.4: no device argument
+        if device == "cpu" and torch.is_autocast_cpu_enabled():
+            return torch.get_autocast_cpu_dtype()
+        if device == "cuda" and torch.is_autocast_enabled():
+            return torch.get_autocast_gpu_dtype()
+    return x.dtype
 
 
 def _low_precision(t: Tensor) -> bool:
@@ -142,12 +160,13 @@ class ViT(nn.Module):
     """Vision Transformer for classification (see the module docstring).
 
     Parameters ``cls_token (1, 1, dim)`` and ``pos_embed (1, N+1, dim)``;
-    ``forward(images (B, C, H, W)) -> logits (B, num_classes)``.
+    ``forward(images (B, C, H, W)) -> logits (B, num_classes)``.  ``qkv_bias=False`` drops the
+    query/key/value biases (as vit-pytorch does; timm keeps them), e.g. to compare like with like.
     """
 
     def __init__(self, img_size: int, patch_size: int, num_classes: int, dim: int, depth: int, num_heads: int,
                  mlp_dim: int, in_chans: int = 3, dropout: float = 0.0, *,
-                 stem_channels: tuple[int, ...] | None = None):
+                 stem_channels: tuple[int, ...] | None = None, qkv_bias: bool = True):
         super().__init__()
         if stem_channels:
             self.patch_embed = ConvTokenizer(img_size, patch_size, in_chans, dim, tuple(stem_channels))
@@ -157,7 +176,7 @@ class ViT(nn.Module):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos_embed = nn.Parameter(torch.zeros(1, n + 1, dim))
         self.dropout = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(EncoderBlock(dim, num_heads, mlp_dim, dropout) for _ in range(depth))
+        self.blocks = nn.ModuleList(EncoderBlock(dim, num_heads, mlp_dim, dropout, qkv_bias=qkv_bias) for _ in range(depth))
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, num_classes)
         self.img_size = img_size

@@ -116,3 +116,30 @@ def test_lr_range_test_finds_a_minimum_and_stops(tiny):
     assert len(out["lr"]) == len(out["loss"]) <= 60
     assert out["lr"] == sorted(out["lr"]) and out["suggested_lr"] == pytest.approx(out["lr_at_min_loss"] / 10)
     assert torch.tensor(out["smoothed"]).isfinite().all() or len(out["lr"]) < 60  # a blow-up ends the test early
+
+
+def test_cpu_ladder_ends_at_the_cpu_recipe():
+    """Chapter 07's run of the cpu recipe can stand for the cpu ablation's top (see sweep.adopt)."""
+    top = sweep.variants(sweep.BUDGETS["cpu"])["conv_tokenizer"][2].to_dict()
+    recipe = RECIPES["cpu"].to_dict()
+    normal = lambda d: {k: v for k, v in json.loads(json.dumps(d)).items() if k != "name"}  # noqa: E731
+    assert normal(top) == normal(recipe)
+
+
+def test_adopt_takes_a_run_with_the_same_recipe_only(tiny, tmp_path, monkeypatch):
+    budget, split = tiny
+    monkeypatch.setattr("course_utils.results.RESULTS_DIR", tmp_path / "results")
+    made = sweep.ablation(budget, [0], only=["baseline"], log=lambda *_: None, split=split, root=tmp_path / "a")
+    source = tmp_path / "a" / "tiny" / "baseline" / "seed0"
+    logs: list[str] = []
+    out = sweep.ablation(budget, [0], only=["baseline"], log=logs.append, split=split, root=tmp_path / "b",
+                         adopted={"baseline": source})
+    assert not any("(seed 0): the lab" in line for line in logs), "adopted, so nothing may train"
+    record = out["runs"]["baseline"]["0"]
+    assert record["adopted_from"] == str(source)
+    assert record["history"] == made["runs"]["baseline"]["0"]["history"]
+    with pytest.raises(ValueError, match=r"differs in \['schedule', 'warmup_epochs'\]"):
+        sweep.ablation(budget, [0], only=["schedule"], log=lambda *_: None, split=split, root=tmp_path / "c",
+                       adopted={"schedule": source})
+    with pytest.raises(FileNotFoundError, match="no summary.json"):
+        sweep.adopt(budget.base, tmp_path / "nowhere", tmp_path / "d")

@@ -83,6 +83,35 @@ def test_encoder_block_fused_path_equals_readable_attention_path(dtype, dim, hea
     torch.testing.assert_close(block(x), block(x, return_weights=True)[0], atol=tol, rtol=tol)
 
 
+@pytest.mark.parametrize("qkv_bias", [True, False])
+def test_encoder_block_bf16_training_path_equals_readable_path(qkv_bias):
+    """Under CPU autocast with gradients on, the block takes the two-matmul path; same function."""
+    torch.manual_seed(3)
+    block = vit.EncoderBlock(24, 3, 48, qkv_bias=qkv_bias).train()
+    assert (block.attn.w_q.bias is not None) == qkv_bias and block.attn.w_o.bias is not None
+    x = torch.randn(4, 9, 24)
+    grads = []
+    for weights in (False, True):
+        block.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = block(x, return_weights=True)[0] if weights else block(x)
+        out.float().square().mean().backward()
+        grads.append((out.float().detach(), [p.grad.clone() for p in block.parameters()]))
+    (fast, g_fast), (readable, g_readable) = grads
+    torch.testing.assert_close(fast, readable, atol=3e-2, rtol=3e-2)
+    for a, b in zip(g_fast, g_readable):
+        torch.testing.assert_close(a, b, atol=3e-2, rtol=1e-1)
+
+
+def test_vit_without_qkv_bias_matches_vit_pytorch_parameter_count():
+    vp = pytest.importorskip("vit_pytorch")
+    ours = vit.ViT(32, 4, 10, 192, 6, 3, 384, qkv_bias=False)
+    theirs = vp.ViT(image_size=32, patch_size=4, num_classes=10, dim=192, depth=6, heads=3, mlp_dim=384,
+                    dim_head=64, pool="cls")
+    # vit-pytorch adds a LayerNorm before and after its patch Linear (2 x 48 + 2 x 192 parameters).
+    assert vit.count_parameters(theirs) - vit.count_parameters(ours) == 2 * 48 + 2 * 192
+
+
 def test_encoder_block_is_the_pre_norm_formula():
     torch.manual_seed(2)
     block = vit.EncoderBlock(16, 4, 32).double().eval()

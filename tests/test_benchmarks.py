@@ -1,0 +1,27 @@
+"""The ViT throughput benchmark runs end to end (tiny sizes) and reports every ratio it promises."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def test_vit_throughput_benchmark_smoke(tmp_path, monkeypatch):
+    pytest.importorskip("timm")
+    pytest.importorskip("vit_pytorch")
+    from benchmarks import vit_throughput as bench
+
+    monkeypatch.setattr(bench, "BATCH", 4)
+    monkeypatch.setattr(bench, "STEPS", 1)
+    monkeypatch.setattr(bench, "ROUNDS", 1)
+    monkeypatch.setattr("course_utils.results.RESULTS_DIR", tmp_path)
+    out = bench.main()
+    saved = json.loads((tmp_path / "bench_vit_throughput.json").read_text())["data"]
+    params = saved["parameters"]
+    assert params["course"] == params["timm"], "course vs timm must be the same parameter set"
+    assert params["vit-pytorch"] - params["course_no_qkv_bias"] == 480, "course vs vit-pytorch: like with like"
+    for label in ("float32", "bf16_autocast"):
+        for key in ("ratio_course_over_timm", "ratio_course_over_vit_pytorch",
+                    "ratio_course_with_qkv_bias_over_vit_pytorch"):
+            assert out[label][key] > 0
+        assert set(out[label]["train_img_per_s"]) == {"course", "course_no_qkv_bias", "timm", "vit-pytorch"}
