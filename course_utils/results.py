@@ -22,8 +22,14 @@ from typing import Any
 RESULTS_DIR = Path(os.environ.get("COURSE_RESULTS_DIR", Path(__file__).resolve().parents[1] / "results"))
 
 
+_CODE_PATHS = ("course_utils", "benchmarks", "pyproject.toml")
+
+
 def code_version() -> str:
-    """The git commit of this checkout, marked ``+uncommitted-changes`` if tracked files differ.
+    """The git commit of this checkout, marked ``+uncommitted-changes`` if tracked code differs.
+
+    Code means what a run executes (``course_utils/``, ``benchmarks/``, ``pyproject.toml``): an
+    edited chapter or README does not change what a training run computes.
 
     Long runs call this when they start, so a result names the code that ran even if the
     checkout changes before the run ends.
@@ -32,7 +38,8 @@ def code_version() -> str:
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                                 check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
+                                *_CODE_PATHS], cwd=root,
                                capture_output=True, text=True, check=True).stdout.strip()
         return commit + ("+uncommitted-changes" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
