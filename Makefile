@@ -12,7 +12,7 @@ NBGRADER := cd autograde && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/nb
 
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help venv book serve test lab execute bench train-cpu sweep release collect autograde feedback grades clean
+.PHONY: help venv book serve test lab execute bench train-cpu sweep sweep-cpu release collect autograde feedback grades clean
 
 help:
 	@echo "make book       build the book into _build/html (first run installs everything into $(VENV))"
@@ -22,6 +22,8 @@ help:
 	@echo "make release    regenerate notebooks/ from solutions/ (instructors, authors)"
 	@echo "make bench      run the benchmarks; they write results/bench_*.json"
 	@echo "make train-cpu  the cpu recipe on CIFAR-10 (about 30 min on 2 cores); writes results/ch07_*.json"
+	@echo "make sweep      chapter 08's runs at the mini and small-data budgets; writes results/ch08_*.json"
+	@echo "make sweep-cpu  chapter 08's ablation at chapter 07's budget (after train-cpu; ~30 min per run)"
 	@echo "make autograde ID=<id> / feedback ID=<id> / grades / collect ZIP=<zip> ID=<id>"
 
 # ---------------------------------------------------------------- environment
@@ -75,7 +77,14 @@ train-cpu: $(STAMP)
 sweep: $(STAMP)
 	$(PY) -m course_utils.sweep lr-range --budget mini
 	$(PY) -m course_utils.sweep ablation --budget mini
-	$(PY) -m course_utils.sweep search --budget mini --trials 12
+	$(PY) -m course_utils.sweep ablation --budget mini --seeds 1 --only conv_tokenizer noam lr_half dropout
+	$(PY) -m course_utils.sweep ablation --budget small-data --only baseline schedule augment
+	$(PY) -m course_utils.sweep search --budget mini --trials 8
+
+# chapter 08 at chapter 07's budget (about 27 min per run); seed 0 of the recipe is chapter 07's run
+sweep-cpu: $(STAMP)
+	$(PY) -m course_utils.sweep ablation --budget cpu --only no_augment noam --adopt conv_tokenizer=runs/ch07_vit_cpu
+	$(PY) -m course_utils.sweep ablation --budget cpu --only conv_tokenizer --seeds 1
 
 # ---------------------------------------------------------------- instructors (nbgrader)
 release: $(STAMP)

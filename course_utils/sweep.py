@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from . import data as cdata
-from .results import code_version, write_result
+from .results import code_version, read_result, write_result
 from .runtime import seed_everything
 from .train import RECIPES, Recipe, build_model, train
 
@@ -205,16 +205,43 @@ def ablation(budget: Budget, seeds: list[int], only: list[str] | None = None, re
     return collect(budget, result, log, root=root, dataset=split.source, git_commit=commit)
 
 
+def _recorded_runs(budget: Budget, result: str | None) -> dict:
+    """The runs ``results/<result>.json`` holds for this budget ({} if there is no such file)."""
+    if not result:
+        return {}
+    try:
+        data = read_result(result)["data"]
+    except FileNotFoundError:
+        return {}
+    if data.get("budget") != budget.name:
+        raise ValueError(f"results/{result}.json holds the {data.get('budget')!r} budget, not {budget.name!r}: "
+                         "choose another --result name")
+    return data["runs"]
+
+
 def collect(budget: Budget, result: str | None, log: Callable[[str], None] = print, *, root: Path,
             dataset: str, git_commit: str | None = None) -> dict:
-    """Gather every finished run under ``root`` (any seeds) into one result."""
+    """Gather every finished run under ``root`` (any seeds) into one result.
+
+    Runs already recorded in ``results/<result>.json`` whose run directory is not under ``root``
+    (``runs/`` is not committed, so a fresh clone has none) are kept: adding a seed never drops
+    the half-hour runs made on another checkout.  A run directory wins over its old record.
+    """
+    recorded = _recorded_runs(budget, result)
     runs: dict = {}
     wall = 0.0
     for name, (part, about, _) in variants(budget).items():
+        found = {}
         for path in sorted((root / name).glob("seed*/summary.json")):
             summary = json.loads(path.read_text())
-            runs.setdefault(name, {})[path.parent.name[4:]] = _run_record(summary, about, part)
-            wall += summary["train_time_s"]
+            found[path.parent.name[4:]] = _run_record(summary, about, part)
+        for seed, record in recorded.get(name, {}).items():
+            if seed not in found:
+                found[seed] = record
+                log(f"{name} (seed {seed}): kept from results/{result}.json (no run directory here)")
+        for seed in sorted(found, key=int):
+            runs.setdefault(name, {})[seed] = found[seed]
+            wall += found[seed]["train_time_s"]
     out = {"budget": budget.name, "budget_about": budget.about, "order": list(runs), "runs": runs,
            "selection": "best validation accuracy over epochs (5,000 images carved from the training set); "
                         "the test set is not used by the sweep"}

@@ -143,3 +143,22 @@ def test_adopt_takes_a_run_with_the_same_recipe_only(tiny, tmp_path, monkeypatch
                        adopted={"schedule": source})
     with pytest.raises(FileNotFoundError, match="no summary.json"):
         sweep.adopt(budget.base, tmp_path / "nowhere", tmp_path / "d")
+
+
+def test_collect_keeps_recorded_runs_whose_directories_are_gone(tiny, tmp_path, monkeypatch):
+    """A fresh clone has results/ but not runs/: adding a run must not drop the recorded ones."""
+    budget, split = tiny
+    monkeypatch.setattr("course_utils.results.RESULTS_DIR", tmp_path / "results")
+    first = sweep.ablation(budget, [0], only=["baseline"], result="t_keep", log=lambda *_: None, split=split,
+                           root=tmp_path / "clone1")
+    logs: list[str] = []
+    second = sweep.ablation(budget, [1], only=["baseline"], result="t_keep", log=logs.append, split=split,
+                            root=tmp_path / "clone2")  # another checkout: no runs/ from the first
+    assert sorted(second["runs"]["baseline"]) == ["0", "1"]
+    assert second["runs"]["baseline"]["0"] == first["runs"]["baseline"]["0"]
+    assert any("kept from results/t_keep.json" in line for line in logs), logs
+    saved = json.loads((tmp_path / "results" / "t_keep.json").read_text())
+    assert sorted(saved["data"]["runs"]["baseline"]) == ["0", "1"]
+    other = dataclasses.replace(budget, name="other")
+    with pytest.raises(ValueError, match="holds the 'tiny' budget"):
+        sweep.collect(other, "t_keep", root=tmp_path / "clone2", dataset="x")
