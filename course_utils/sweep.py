@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from . import data as cdata
 from .results import code_version, read_result, write_result
 from .runtime import seed_everything
-from .train import RECIPES, Recipe, build_model, train
+from .train import RECIPES, Recipe, build_model, choose_amp, train
 
 SWEEP_DIR = Path("runs/sweep")
 
@@ -255,7 +255,7 @@ def collect(budget: Budget, result: str | None, log: Callable[[str], None] = pri
 
 
 def lr_range_test(recipe: Recipe, split: cdata.Split, *, min_lr: float = 1e-5, max_lr: float = 1.0,
-                  steps: int = 200, seed: int = 0) -> dict:
+                  steps: int = 200, seed: int = 0, log: Callable[[str], None] = print) -> dict:
     """Smith's learning-rate range test: raise the lr geometrically each step, record the loss.
 
     Stops early once the smoothed loss exceeds 4x its minimum (the lr is past divergence).
@@ -267,6 +267,7 @@ def lr_range_test(recipe: Recipe, split: cdata.Split, *, min_lr: float = 1e-5, m
     optimizer = torch.optim.AdamW(model.parameters(), lr=min_lr, weight_decay=recipe.weight_decay)
     loader = cdata.BatchLoader(split.train_images, split.train_labels, recipe.batch_size, shuffle=True,
                                augment=recipe.augment, drop_last=True, seed=seed)
+    amp = choose_amp(recipe, model, torch.device("cpu"), log)  # bf16 only where this CPU does it natively
     factor = (max_lr / min_lr) ** (1 / (steps - 1))
     lrs, losses, smoothed, avg, best = [], [], [], 0.0, math.inf
     batches = iter(())
@@ -280,7 +281,7 @@ def lr_range_test(recipe: Recipe, split: cdata.Split, *, min_lr: float = 1e-5, m
             loader.set_epoch(step)
             batches = iter(loader)
             x, y = next(batches)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=recipe.amp in ("auto", "bf16")):
+        with torch.autocast("cpu", dtype=amp or torch.bfloat16, enabled=amp is not None):
             loss = F.cross_entropy(model(x).float(), y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

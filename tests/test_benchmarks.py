@@ -15,7 +15,7 @@ def test_vit_throughput_benchmark_smoke(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "STEPS", 1)
     monkeypatch.setattr(bench, "ROUNDS", 1)
     monkeypatch.setattr("course_utils.results.RESULTS_DIR", tmp_path)
-    out = bench.main()
+    out = bench.main(force_bf16=True)  # every path, whatever this CPU does natively
     saved = json.loads((tmp_path / "bench_vit_throughput.json").read_text())["data"]
     params = saved["parameters"]
     assert params["course"] == params["timm"], "course vs timm must be the same parameter set"
@@ -25,3 +25,18 @@ def test_vit_throughput_benchmark_smoke(tmp_path, monkeypatch):
                     "ratio_course_with_qkv_bias_over_vit_pytorch"):
             assert out[label][key] > 0
         assert set(out[label]["train_img_per_s"]) == {"course", "course_no_qkv_bias", "timm", "vit-pytorch"}
+
+
+def test_vit_throughput_benchmark_skips_bf16_where_it_is_emulated(tmp_path, monkeypatch):
+    pytest.importorskip("timm")
+    pytest.importorskip("vit_pytorch")
+    from benchmarks import vit_throughput as bench
+
+    monkeypatch.setattr(bench, "BATCH", 4)
+    monkeypatch.setattr(bench, "STEPS", 1)
+    monkeypatch.setattr(bench, "ROUNDS", 1)
+    monkeypatch.setattr(bench, "matmul_gflops", lambda: {"float32": 50.0, "bfloat16": 0.8})
+    monkeypatch.setattr("course_utils.results.RESULTS_DIR", tmp_path)
+    out = bench.main()
+    assert "no native bf16" in out["bf16_autocast"]["skipped"]
+    assert out["float32"]["ratio_course_over_timm"] > 0
