@@ -188,6 +188,13 @@ def ablation(budget: Budget, seeds: list[int], only: list[str] | None = None, re
     root = Path(root) / budget.name
     for name, source in (adopted or {}).items():
         _, _, recipe = table[name]
+        if not (Path(source) / "summary.json").exists() and name in _recorded_runs(budget, result):
+            log(f"== {name}: {source} is not in this checkout; keeping its run recorded in results/{result}.json")
+            continue
+        if not (Path(source) / "summary.json").exists():
+            raise FileNotFoundError(f"cannot adopt {source} as {name}: it holds no finished run (summary.json) and "
+                                    f"no run of {name} is recorded; make the run first (for the cpu budget: "
+                                    "make train-cpu) or leave out --adopt")
         seed = json.loads((Path(source) / "summary.json").read_text())["recipe"]["seed"]
         if not (root / name / f"seed{seed}" / "summary.json").exists():
             adopt(dataclasses.replace(recipe, seed=seed), Path(source), root / name / f"seed{seed}")

@@ -162,3 +162,19 @@ def test_collect_keeps_recorded_runs_whose_directories_are_gone(tiny, tmp_path, 
     other = dataclasses.replace(budget, name="other")
     with pytest.raises(ValueError, match="holds the 'tiny' budget"):
         sweep.collect(other, "t_keep", root=tmp_path / "clone2", dataset="x")
+
+
+def test_adopting_a_run_that_is_only_recorded_keeps_the_record(tiny, tmp_path, monkeypatch):
+    """`make sweep-cpu` on a fresh clone: runs/ch07_vit_cpu is gone but results/ holds the adopted run."""
+    budget, split = tiny
+    monkeypatch.setattr("course_utils.results.RESULTS_DIR", tmp_path / "results")
+    with pytest.raises(FileNotFoundError, match="cannot adopt"):  # nothing recorded and nothing to adopt: an error, not a silent skip
+        sweep.ablation(budget, [0], only=["baseline"], result="t_adopt", log=lambda *_: None, split=split,
+                       root=tmp_path / "a", adopted={"baseline": tmp_path / "nowhere"})
+    first = sweep.ablation(budget, [0], only=["baseline"], result="t_adopt", log=lambda *_: None, split=split,
+                           root=tmp_path / "a")
+    logs: list[str] = []
+    again = sweep.ablation(budget, [0], only=["schedule"], result="t_adopt", log=logs.append, split=split,
+                           root=tmp_path / "b", adopted={"baseline": tmp_path / "nowhere"})
+    assert again["runs"]["baseline"]["0"] == first["runs"]["baseline"]["0"]
+    assert any("keeping its run recorded" in line for line in logs), logs
