@@ -8,8 +8,9 @@ CLS-token classifier, 10 classes): images per second of full training steps (for
 backward, AdamW step) at batch 128 on the CPU, in float32 and under bf16 autocast (what the
 trainer picks on CPUs with AMX).  bf16 is skipped, with the reason recorded, on a CPU whose bf16
 matrix multiply is slower than its float32 one (no AMX / AVX512-BF16: bf16 is then emulated and
-a round would take many minutes to say what the probe already says).  The models are measured in rotation, several rounds, and the
-median per model is compared (ratio >= 1.0 means the course's model is at least as fast).
+a round would take many minutes to say what the probe already says).  The models are measured in
+rotation, several rounds; each ratio is the median of the ratios within a round, printed with
+their range (ratio >= 1.0 means the course's model is at least as fast).
 
 Like is compared with like: timm's model has query/key/value biases, as the course's has by
 default (identical parameter counts); vit-pytorch's has none, so it is compared with the course
@@ -28,7 +29,7 @@ from course_utils.results import write_result
 from course_utils.vit import ViT, count_parameters
 
 CFG = dict(img_size=32, patch_size=4, num_classes=10, dim=192, depth=6, num_heads=3, mlp_dim=384)
-BATCH, STEPS, ROUNDS = 128, 5, 5
+BATCH, STEPS, ROUNDS = 128, 5, 11
 
 
 def build() -> dict[str, torch.nn.Module]:
@@ -45,8 +46,22 @@ def build() -> dict[str, torch.nn.Module]:
     }
 
 
-def measure(models: dict, amp: torch.dtype | None) -> dict:
-    """Median training images/s per model, measured in rotation."""
+RATIOS = {"ratio_course_over_timm": ("course", "timm"),
+          "ratio_course_over_vit_pytorch": ("course_no_qkv_bias", "vit-pytorch"),
+          "ratio_course_with_qkv_bias_over_vit_pytorch": ("course", "vit-pytorch")}
+
+
+def measure(models: dict, amp: torch.dtype | None, rounds: int | None = None) -> dict:
+    """Images/s per model, measured in rotation; each ratio is the median of per-round ratios.
+
+    On a shared 2-core machine the speed of identical work drifts by 10-20 % within a minute, so
+    a ratio of two medians taken minutes apart says more about the drift than about the models.
+    Each round measures every model back to back (in an order rotated each round, so no model is
+    always first); the ratio within a round compares models under the same conditions, and the
+    median over rounds drops the rounds a burst of other work spoiled.  The range of per-round
+    ratios is reported beside the median: it is the benchmark's own error bar.
+    """
+    rounds = rounds or ROUNDS
     x, y = torch.randn(BATCH, 3, 32, 32), torch.randint(0, 10, (BATCH,))
     opts = {k: torch.optim.AdamW(m.parameters(), 1e-3) for k, m in models.items()}
 
@@ -64,17 +79,19 @@ def measure(models: dict, amp: torch.dtype | None) -> dict:
 
     for name in models:
         steps(name, 2)  # warm-up
-    rates = {name: [] for name in models}
-    for r in range(ROUNDS):
-        for name in models:
+    names = list(models)
+    rates = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
             rates[name].append(steps(name, STEPS))
         print(f"{'bf16' if amp else 'float32'} round", r + 1, {k: round(v[-1]) for k, v in rates.items()}, flush=True)
-    med = {k: statistics.median(v) for k, v in rates.items()}
-    return {"train_img_per_s": {k: round(v, 1) for k, v in med.items()},
-            "ratio_course_over_timm": round(med["course"] / med["timm"], 3),
-            "ratio_course_over_vit_pytorch": round(med["course_no_qkv_bias"] / med["vit-pytorch"], 3),
-            "ratio_course_with_qkv_bias_over_vit_pytorch": round(med["course"] / med["vit-pytorch"], 3),
-            "all_rounds": rates}
+    out = {"train_img_per_s": {k: round(statistics.median(v), 1) for k, v in rates.items()}}
+    for key, (a, b) in RATIOS.items():
+        per_round = [ra / rb for ra, rb in zip(rates[a], rates[b])]
+        out[key] = round(statistics.median(per_round), 3)
+        out[key.replace("ratio_", "range_")] = [round(min(per_round), 3), round(max(per_round), 3)]
+    out["all_rounds"] = rates
+    return out
 
 
 def matmul_gflops(n: int = 512, repeats: int = 5) -> dict[str, float]:
@@ -90,11 +107,11 @@ def matmul_gflops(n: int = 512, repeats: int = 5) -> dict[str, float]:
     return out
 
 
-def main(force_bf16: bool = False) -> dict:
+def main(force_bf16: bool = False, rounds: int | None = None) -> dict:
     torch.manual_seed(0)
     models = build()
     wall = time.perf_counter()
-    result = {"config": CFG, "batch_size": BATCH, "steps_per_round": STEPS, "rounds": ROUNDS,
+    result = {"config": CFG, "batch_size": BATCH, "steps_per_round": STEPS, "rounds": rounds or ROUNDS,
               "torch_threads": torch.get_num_threads(),
               "parameters": {k: count_parameters(m) for k, m in models.items()}}
     result["matmul_gflops"] = probe = matmul_gflops()
@@ -104,10 +121,11 @@ def main(force_bf16: bool = False) -> dict:
                                         "GFLOP/s on this CPU (no native bf16); the trainer's amp=auto picks float32 here"}
             print(f"{label}: {result[label]['skipped']}")
             continue
-        result[label] = measure(models, amp)
+        result[label] = measure(models, amp, rounds)
         print(f"{label}: median img/s {result[label]['train_img_per_s']}; course/timm "
-              f"{result[label]['ratio_course_over_timm']}, course/vit-pytorch "
-              f"{result[label]['ratio_course_over_vit_pytorch']} (target >= 1.0)")
+              f"{result[label]['ratio_course_over_timm']} (rounds {result[label]['range_course_over_timm']}), "
+              f"course/vit-pytorch {result[label]['ratio_course_over_vit_pytorch']} "
+              f"(rounds {result[label]['range_course_over_vit_pytorch']}); target >= 1.0")
     write_result("bench_vit_throughput", result, dataset="synthetic random tensors", wall_time_s=time.perf_counter() - wall)
     return result
 
@@ -117,4 +135,6 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--force-bf16", action="store_true", help="measure bf16 even where the probe says it is emulated")
-    main(force_bf16=parser.parse_args().force_bf16)
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="rounds of every model (default %(default)s)")
+    args = parser.parse_args()
+    main(force_bf16=args.force_bf16, rounds=args.rounds)

@@ -147,7 +147,8 @@ def _run_record(summary: dict, about: str, part: str) -> dict:
             "final_train_acc": hist[-1]["train_acc"], "final_val_acc": hist[-1]["val_acc"],
             "min_val_loss": min(h["val_loss"] for h in hist), "final_val_loss": hist[-1]["val_loss"],
             "train_time_s": summary["train_time_s"], "parameters": summary["parameters"], "amp": summary["amp"],
-            "recipe": summary["recipe"], "history": hist, "adopted_from": summary.get("adopted_from")}
+            "recipe": summary["recipe"], "history": hist, "adopted_from": summary.get("adopted_from"),
+            "hardware": summary.get("hardware")}
 
 
 def adopt(recipe: Recipe, source: Path, run_dir: Path) -> None:
@@ -213,16 +214,25 @@ def ablation(budget: Budget, seeds: list[int], only: list[str] | None = None, re
 
 
 def _recorded_runs(budget: Budget, result: str | None) -> dict:
-    """The runs ``results/<result>.json`` holds for this budget ({} if there is no such file)."""
+    """The runs ``results/<result>.json`` holds for this budget ({} if there is no such file).
+
+    A record from before runs carried their own ``hardware`` gets the file's (the machine of the
+    command that wrote it, which made every run in it until a second machine added one).
+    """
     if not result:
         return {}
     try:
-        data = read_result(result)["data"]
+        stored = read_result(result)
     except FileNotFoundError:
         return {}
+    data = stored["data"]
     if data.get("budget") != budget.name:
         raise ValueError(f"results/{result}.json holds the {data.get('budget')!r} budget, not {budget.name!r}: "
                          "choose another --result name")
+    machine = {k: v for k, v in stored["provenance"].get("hardware", {}).items() if k in ("cpu", "cpu_cores", "gpu")}
+    for seeds in data["runs"].values():
+        for record in seeds.values():
+            record.setdefault("hardware", machine or None)
     return data["runs"]
 
 

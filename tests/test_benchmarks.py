@@ -24,6 +24,8 @@ def test_vit_throughput_benchmark_smoke(tmp_path, monkeypatch):
         for key in ("ratio_course_over_timm", "ratio_course_over_vit_pytorch",
                     "ratio_course_with_qkv_bias_over_vit_pytorch"):
             assert out[label][key] > 0
+            low, high = out[label][key.replace("ratio_", "range_")]
+            assert low <= out[label][key] <= high, "the median ratio lies inside its per-round range"
         assert set(out[label]["train_img_per_s"]) == {"course", "course_no_qkv_bias", "timm", "vit-pytorch"}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 
 import pytest
 import torch
@@ -162,6 +163,24 @@ def test_collect_keeps_recorded_runs_whose_directories_are_gone(tiny, tmp_path, 
     other = dataclasses.replace(budget, name="other")
     with pytest.raises(ValueError, match="holds the 'tiny' budget"):
         sweep.collect(other, "t_keep", root=tmp_path / "clone2", dataset="x")
+
+
+def test_every_run_names_its_machine_and_old_records_get_the_files(tiny, tmp_path, monkeypatch):
+    """Minutes from two machines must not pass for one: each record carries the hardware that ran it."""
+    budget, split = tiny
+    monkeypatch.setattr("course_utils.results.RESULTS_DIR", tmp_path / "results")
+    first = sweep.ablation(budget, [0], only=["baseline"], result="t_hw", log=lambda *_: None, split=split,
+                           root=tmp_path / "one")
+    assert first["runs"]["baseline"]["0"]["hardware"]["cpu_cores"] == os.cpu_count()
+    path = tmp_path / "results" / "t_hw.json"
+    stored = json.loads(path.read_text())
+    del stored["data"]["runs"]["baseline"]["0"]["hardware"]  # a record written before runs named their machine
+    stored["provenance"]["hardware"]["cpu"] = "Old Machine 9000"
+    path.write_text(json.dumps(stored))
+    second = sweep.ablation(budget, [1], only=["baseline"], result="t_hw", log=lambda *_: None, split=split,
+                            root=tmp_path / "two")
+    assert second["runs"]["baseline"]["0"]["hardware"]["cpu"] == "Old Machine 9000"
+    assert second["runs"]["baseline"]["1"]["hardware"]["cpu"] != "Old Machine 9000"
 
 
 def test_adopting_a_run_that_is_only_recorded_keeps_the_record(tiny, tmp_path, monkeypatch):
