@@ -85,6 +85,7 @@ sweep: $(STAMP)
 sweep-cpu: $(STAMP)
 	$(PY) -m course_utils.sweep ablation --budget cpu --only no_augment noam --adopt conv_tokenizer=runs/ch07_vit_cpu
 	$(PY) -m course_utils.sweep ablation --budget cpu --only conv_tokenizer --seeds 1
+	$(PY) -m course_utils.sweep ablation --budget cpu --only noam --seeds 1
 
 # ---------------------------------------------------------------- instructors (nbgrader)
 release: $(STAMP)

@@ -71,6 +71,12 @@ def hardware() -> dict[str, Any]:
     return info
 
 
+def machine(info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The part of ``hardware()`` (or of a stored copy, ``info``) that names a machine: cpu, cores, gpu."""
+    info = hardware() if info is None else info
+    return {k: v for k, v in info.items() if k in ("cpu", "cpu_cores", "gpu")}
+
+
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for name in ("torch", "torchvision", "numpy", "timm", "vit_pytorch", "einops"):

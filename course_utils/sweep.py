@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from . import data as cdata
-from .results import code_version, read_result, write_result
+from .results import code_version, machine, read_result, write_result
 from .runtime import seed_everything
 from .train import RECIPES, Recipe, build_model, choose_amp, train
 
@@ -229,10 +229,10 @@ def _recorded_runs(budget: Budget, result: str | None) -> dict:
     if data.get("budget") != budget.name:
         raise ValueError(f"results/{result}.json holds the {data.get('budget')!r} budget, not {budget.name!r}: "
                          "choose another --result name")
-    machine = {k: v for k, v in stored["provenance"].get("hardware", {}).items() if k in ("cpu", "cpu_cores", "gpu")}
+    made_on = machine(stored["provenance"].get("hardware", {}))
     for seeds in data["runs"].values():
         for record in seeds.values():
-            record.setdefault("hardware", machine or None)
+            record.setdefault("hardware", made_on or None)
     return data["runs"]
 
 

@@ -31,8 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import data as cdata
-from .results import hardware
 from .regularization import cutmix_batch, mixup_batch, soft_cross_entropy
+from .results import machine
 from .runtime import pick_device, seed_everything
 from .schedules import noam_lr, warmup_cosine_lr
 from .vit import ViT, count_parameters
@@ -428,7 +428,7 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
                      "parameters": count_parameters(model), "train_time_s": round(state["elapsed"], 1),
                      "amp": str(amp_dtype).replace("torch.", "") if amp_dtype else "float32", "world_size": world,
                      # the machine that finished the run: minutes mean little without it
-                     "hardware": {k: v for k, v in hardware().items() if k in ("cpu", "cpu_cores", "gpu")}}
+                     "hardware": machine()}
     if state["epoch"] < epochs or not main_process:
         return summary  # stopped early on purpose (resume later) or not the reporting process
     if not evaluate_test:
