@@ -6,15 +6,21 @@ import json
 import pytest
 
 
-def test_vit_throughput_benchmark_smoke(tmp_path, monkeypatch):
+@pytest.fixture
+def bench(tmp_path, monkeypatch):
+    """The benchmark module at a tiny size (batch 4, one step, one round), writing into ``tmp_path``."""
     pytest.importorskip("timm")
     pytest.importorskip("vit_pytorch")
-    from benchmarks import vit_throughput as bench
+    from benchmarks import vit_throughput
 
-    monkeypatch.setattr(bench, "BATCH", 4)
-    monkeypatch.setattr(bench, "STEPS", 1)
-    monkeypatch.setattr(bench, "ROUNDS", 1)
+    monkeypatch.setattr(vit_throughput, "BATCH", 4)
+    monkeypatch.setattr(vit_throughput, "STEPS", 1)
+    monkeypatch.setattr(vit_throughput, "ROUNDS", 1)
     monkeypatch.setattr("course_utils.results.RESULTS_DIR", tmp_path)
+    return vit_throughput
+
+
+def test_vit_throughput_benchmark_smoke(bench, tmp_path):
     out = bench.main(force_bf16=True)  # every path, whatever this CPU does natively
     saved = json.loads((tmp_path / "bench_vit_throughput.json").read_text())["data"]
     params = saved["parameters"]
@@ -29,16 +35,8 @@ def test_vit_throughput_benchmark_smoke(tmp_path, monkeypatch):
         assert set(out[label]["train_img_per_s"]) == {"course", "course_no_qkv_bias", "timm", "vit-pytorch"}
 
 
-def test_vit_throughput_benchmark_skips_bf16_where_it_is_emulated(tmp_path, monkeypatch):
-    pytest.importorskip("timm")
-    pytest.importorskip("vit_pytorch")
-    from benchmarks import vit_throughput as bench
-
-    monkeypatch.setattr(bench, "BATCH", 4)
-    monkeypatch.setattr(bench, "STEPS", 1)
-    monkeypatch.setattr(bench, "ROUNDS", 1)
+def test_vit_throughput_benchmark_skips_bf16_where_it_is_emulated(bench, monkeypatch):
     monkeypatch.setattr(bench, "matmul_gflops", lambda: {"float32": 50.0, "bfloat16": 0.8})
-    monkeypatch.setattr("course_utils.results.RESULTS_DIR", tmp_path)
     out = bench.main()
     assert "no native bf16" in out["bf16_autocast"]["skipped"]
     assert out["float32"]["ratio_course_over_timm"] > 0
