@@ -24,7 +24,7 @@ def test_vit_throughput_benchmark_smoke(bench, tmp_path):
     out = bench.main(force_bf16=True)  # every path, whatever this CPU does natively
     saved = json.loads((tmp_path / "bench_vit_throughput.json").read_text())["data"]
     params = saved["parameters"]
-    assert params["course"] == params["timm"], "course vs timm must be the same parameter set"
+    assert params["course"] == params["timm"] == params["course_again"], "course vs timm: the same parameter set"
     assert params["vit-pytorch"] - params["course_no_qkv_bias"] == 480, "course vs vit-pytorch: like with like"
     for label in ("float32", "bf16_autocast"):
         for key in ("ratio_course_over_timm", "ratio_course_over_vit_pytorch",
@@ -32,7 +32,9 @@ def test_vit_throughput_benchmark_smoke(bench, tmp_path):
             assert out[label][key] > 0
             low, high = out[label][key.replace("ratio_", "range_")]
             assert low <= out[label][key] <= high, "the median ratio lies inside its per-round range"
-        assert set(out[label]["train_img_per_s"]) == {"course", "course_no_qkv_bias", "timm", "vit-pytorch"}
+        assert set(out[label]["train_img_per_s"]) == {"course", "course_no_qkv_bias", "course_again", "timm",
+                                                      "vit-pytorch"}
+        assert "ratio_control_course_over_course_again" in out[label]
 
 
 def test_vit_throughput_benchmark_skips_bf16_where_it_is_emulated(bench, monkeypatch):
