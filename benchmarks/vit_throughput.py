@@ -55,7 +55,7 @@ RATIOS = {"ratio_course_over_timm": ("course", "timm"),
           "ratio_control_course_over_course_again": ("course", "course_again")}
 
 
-def measure(models: dict, amp: torch.dtype | None, rounds: int | None = None) -> dict:
+def measure(models: dict, amp: torch.dtype | None, rounds: int) -> dict:
     """Images/s per model, measured in rotation; each ratio is the median of per-round ratios.
 
     On a shared 2-core machine the speed of identical work drifts by 10-20 % from one second to
@@ -66,7 +66,6 @@ def measure(models: dict, amp: torch.dtype | None, rounds: int | None = None) ->
     work spoiled.  The range of per-round ratios is reported beside the median, and the control
     (the course model against a second copy of itself) shows how far from 1.0 noise alone goes.
     """
-    rounds = rounds or ROUNDS
     x, y = torch.randn(BATCH, 3, 32, 32), torch.randint(0, 10, (BATCH,))
     opts = {k: torch.optim.AdamW(m.parameters(), 1e-3) for k, m in models.items()}
 
@@ -113,10 +112,11 @@ def matmul_gflops(n: int = 512, repeats: int = 5) -> dict[str, float]:
 
 
 def main(force_bf16: bool = False, rounds: int | None = None) -> dict:
+    rounds = rounds or ROUNDS
     torch.manual_seed(0)
     models = build()
     wall = time.perf_counter()
-    result = {"config": CFG, "batch_size": BATCH, "steps_per_round": STEPS, "rounds": rounds or ROUNDS,
+    result = {"config": CFG, "batch_size": BATCH, "steps_per_round": STEPS, "rounds": rounds,
               "torch_threads": torch.get_num_threads(),
               "parameters": {k: count_parameters(m) for k, m in models.items()}}
     result["matmul_gflops"] = probe = matmul_gflops()
