@@ -3,8 +3,12 @@ submissions and read the gradebook.
 
 - the reference solution scores full marks;
 - the untouched release scores 0 on every autograded test, and autograde still completes;
-- each seeded mistake (tests/mutations.py) loses exactly its exercise's points;
+- each seeded mistake (tests/mutations/) loses exactly its exercise's points;
+- each seeded correct variant (tests/mutations/) keeps full marks, and so does a correct answer
+  that prints to stdout and stderr and triggers warnings every time it is called;
 - a notebook that rebinds the course's checks and references cannot fool the hidden tests;
+- a notebook that rebinds torch, Tensor or builtins functions, or swallows errors, loses the
+  hidden tests' points or is flagged by the static scan (``course_utils.grading.tamper``);
 - an infinite loop costs only the exercise it is in (the per-cell timeout interrupts it).
 """
 from __future__ import annotations
@@ -19,7 +23,8 @@ from nbformat.v4 import new_code_cell
 
 from tests.conftest import nbgrader
 from tests.helpers import ROOT, chapter_ids, solution_notebook
-from tests.mutations import MUTATIONS
+from course_utils.grading.tamper import scan_notebook
+from tests.mutations import MUTATIONS, VARIANTS
 
 _MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
 TIMEOUT = 20  # seconds per cell while grading the looping submission (the default is 60); the import cell needs ~3-7 s
@@ -49,6 +54,9 @@ def _mutate(mutation):
     def edit(nb):
         cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == mutation.exercise]
         assert len(cells) == 1, f"no solution cell {mutation.exercise!r}"
+        if mutation.old is None:
+            cells[0].source = mutation.new
+            return
         assert cells[0].source.count(mutation.old) == 1, \
             f"mutation {mutation.name}: {mutation.old!r} must occur exactly once in the solution of {mutation.exercise}"
         cells[0].source = cells[0].source.replace(mutation.old, mutation.new)
@@ -80,6 +88,40 @@ def _perturb(nb, tamper: bool = False):
                  f"        setattr(_m, {name!r}, {name})\n")
     nb.cells.insert(i + 1, new_code_cell(code))
     return cell.metadata["nbgrader"]["grade_id"]
+
+
+def _noisy(nb):
+    """Wrap the first graded function so that every call prints to stdout and stderr and warns."""
+    i, cell = _first_function(nb)
+    name = re.match(r"\s*def (\w+)", cell.source).group(1)
+    nb.cells.insert(i + 1, new_code_cell(
+        "import sys, warnings, functools\n"
+        f"_quiet_{name} = {name}\n"
+        f"@functools.wraps(_quiet_{name})\n"
+        f"def {name}(*args, **kwargs):\n"
+        "    print('debug: called with', len(args), 'arguments')\n"
+        "    print('debug on stderr', file=sys.stderr)\n"
+        "    warnings.warn('a warning the answer triggers')\n"
+        f"    return _quiet_{name}(*args, **kwargs)\n"))
+
+
+# Ways a notebook could try to disable the hidden tests, each added to the perturbed (wrong)
+# answer: (student id, code).  The in-kernel integrity check fails the hidden tests for the
+# first three; the static scan flags all four.
+TAMPERING = [
+    ("tamper-isclose", "import torch\ntorch.isclose = lambda a, b, **k: torch.ones_like(a, dtype=torch.bool)\n"),
+    ("tamper-tensor-all", "import torch\nsetattr(torch.Tensor, 'all', lambda self, *a, **k: torch.tensor(True))\n"),
+    ("tamper-builtins", "import builtins\nbuiltins.abs = lambda x: 0 * x\n"),
+    ("tamper-swallow-errors", "get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)\n"),
+]
+
+
+def _tamper_with(code: str):
+    def edit(nb):
+        _perturb(nb)
+        i, _ = _first_function(nb)
+        nb.cells.insert(i + 2, new_code_cell(code))
+    return edit
 
 
 def _loop_last_function(nb):
@@ -118,6 +160,18 @@ def _of_exercise(grade_id: str, exercise: str) -> bool:
     return grade_id == f"test_{exercise}" or grade_id.startswith(f"test_{exercise}_")
 
 
+def _grade(course, cid) -> dict[str, float]:
+    """Autograde every submission of ``cid``; returns wall-clock timings for test-artifacts/."""
+    timings = {}
+    start = time.perf_counter()
+    nbgrader(course, "autograde", cid, "--student", "reference", "--force")
+    timings["one student (reference)"] = round(time.perf_counter() - start, 1)
+    start = time.perf_counter()
+    nbgrader(course, "autograde", cid, "--force", env_extra={"COURSE_CELL_TIMEOUT": str(TIMEOUT)})
+    timings["all submissions"] = round(time.perf_counter() - start, 1)
+    return timings
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("cid", chapter_ids())
 def test_autograde_end_to_end(cid, course):
@@ -133,20 +187,20 @@ def test_autograde_end_to_end(cid, course):
     _write(course, cid, "untouched", nbformat.read(course / "notebooks" / cid / f"{cid}.ipynb", as_version=4))
     for m in mutations:
         _write(course, cid, m.name, _submission(course, cid, _mutate(m)))
+    variants = VARIANTS.get(cid, [])
+    for v in variants:
+        _write(course, cid, v.name, _submission(course, cid, _mutate(v)))
+    _write(course, cid, "noisy", _submission(course, cid, _noisy))
     perturbed_target = _first_function(_submission(course, cid))[1].metadata["nbgrader"]["grade_id"]
     _write(course, cid, "perturbed", _submission(course, cid, _perturb))
     _write(course, cid, "tamper", _submission(course, cid, lambda nb: _perturb(nb, tamper=True)))
+    for student, code in TAMPERING:
+        _write(course, cid, student, _submission(course, cid, _tamper_with(code)))
     looping = _submission(course, cid)
     loop_target = _loop_last_function(looping)
     _write(course, cid, "loop", looping)
 
-    timings = {}
-    start = time.perf_counter()
-    nbgrader(course, "autograde", cid, "--student", "reference", "--force")
-    timings["one student (reference)"] = round(time.perf_counter() - start, 1)
-    start = time.perf_counter()
-    nbgrader(course, "autograde", cid, "--force", env_extra={"COURSE_CELL_TIMEOUT": str(TIMEOUT)})
-    timings["all submissions"] = round(time.perf_counter() - start, 1)
+    timings = _grade(course, cid)
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / f"grading-times-{cid}.json").write_text(json.dumps(timings, indent=1))
 
@@ -158,17 +212,32 @@ def test_autograde_end_to_end(cid, course):
     def expect_loss_of(exercise: str) -> dict[str, float]:
         return {g: (0.0 if _of_exercise(g, exercise) else p) for g, p in full.items()}
 
-    for m in mutations:
-        assert scores[m.name] == expect_loss_of(m.exercise), (
-            f"mistake {m.name!r} (in {m.exercise}) should lose exactly the points of test_{m.exercise}*: "
-            f"got {scores[m.name]}, full {full}")
+    wrong = {m.name: scores[m.name] for m in mutations if scores[m.name] != expect_loss_of(m.exercise)}
+    assert not wrong, "seeded mistakes that did not lose exactly their exercise's points (test_<exercise>*):\n" + \
+        "\n".join(f"  {name}: got {got}" for name, got in wrong.items()) + f"\nfull marks: {full}"
+    docked = {v.name: {g: p for g, p in scores[v.name].items() if p != full[g]} for v in variants
+              if scores[v.name] != full}
+    assert not docked, f"correct variants that lost points: {docked}"
+    assert scores["noisy"] == full, f"an answer that prints and warns lost points: {scores['noisy']}"
     assert scores["perturbed"][f"test_{perturbed_target}"] == 0, \
         f"a wrong {perturbed_target} (outputs x1.5) was not caught: {scores['perturbed']}"
     assert scores["tamper"] == scores["perturbed"], (
         f"disabling course_utils checks and rebinding references changed the grade: {scores['tamper']} "
         f"(the same wrong answer without tampering: {scores['perturbed']})")
+    submitted = course / "autograde" / "submitted"
+    for student, _ in TAMPERING:
+        flags = scan_notebook(submitted / student / cid / f"{cid}.ipynb")
+        assert flags, f"the static scan did not flag {student}"
+        if student != "tamper-swallow-errors":  # errors swallowed: nothing in the kernel can fail; flagged
+            assert scores[student][f"test_{perturbed_target}"] == 0 and \
+                sum(scores[student].values()) <= sum(scores["perturbed"].values()), \
+                f"{student} gained points by tampering: {scores[student]} vs {scores['perturbed']}"
+    for student in ["reference", "noisy", *(v.name for v in variants)]:
+        assert not scan_notebook(submitted / student / cid / f"{cid}.ipynb"), f"{student} was flagged"
     assert scores["loop"] == expect_loss_of(loop_target), \
         f"an infinite loop in {loop_target} should cost only its own tests: {scores['loop']}"
+    counts = {"mutations": len(mutations), "variants": len(variants), "tampering": len(TAMPERING) + 1}
+    (ARTIFACTS / f"grading-cases-{cid}.json").write_text(json.dumps(counts, indent=1))
 
     # Feedback can be generated for everyone, including the untouched release.
     nbgrader(course, "generate_feedback", cid, "--force")
