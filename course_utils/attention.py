@@ -1,6 +1,6 @@
 """Reference attention functions: the readable versions the chapters build and test against.
 
-Conventions (see COURSE_SPEC.md): row vectors, batch-first, queries ``(..., m, d_k)``,
+Conventions (see book/course_spec.md, the exercise contract): row vectors, batch-first, queries ``(..., m, d_k)``,
 keys ``(..., n, d_k)``, values ``(..., n, d_v)``; functions return ``(output, weights)``
 with ``weights`` of shape ``(..., m, n)``, each row summing to 1.
 
