@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, chapter_ids, hidden_test_lines
+from tests.helpers import ROOT, chapter_ids, hidden_test_lines, solution_lines_of
 
 HTML = ROOT / "_build" / "html"
 pytestmark = pytest.mark.xdist_group("book")  # one worker builds and checks the book
@@ -30,14 +31,60 @@ def built_book() -> Path:
     """Build the book exactly as `make book` does (pages from solutions, then Jupyter Book -W
     --all: a fresh build, so a stale or half-written _build/ cannot turn into a warning)."""
     subprocess.run([sys.executable, "tools/book_pages.py"], cwd=ROOT, check=True)
+    _jupyter_book_build()
+    return HTML
+
+
+def _jupyter_book_build(*extra: str) -> None:
     jb = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run([str(jb), "build", ".", "-W", "--keep-going", "--all"],
+    proc = subprocess.run([str(jb), "build", ".", "-W", "--keep-going", "--all", *extra],
                           cwd=ROOT, capture_output=True, text=True)
     problems = [line for line in (proc.stdout + proc.stderr).splitlines()
                 if "WARNING" in line or "ERROR" in line or "Traceback" in line]
     assert proc.returncode == 0, ("book build failed (warnings are errors):\n" + "\n".join(problems[:20])
                                   + f"\n--- end of output ---\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    return HTML
+
+
+@pytest.fixture(scope="session")
+def book_without_solutions(tmp_path_factory) -> Path:
+    """The book as `make book SOLUTIONS=0` builds it, into a temporary folder."""
+    out = tmp_path_factory.mktemp("book-without-solutions")
+    subprocess.run([sys.executable, "tools/book_pages.py", "--no-solutions"], cwd=ROOT, check=True)
+    try:
+        _jupyter_book_build("--path-output", str(out))
+    finally:  # leave book/chapters as `make book` writes it
+        subprocess.run([sys.executable, "tools/book_pages.py"], cwd=ROOT, check=True)
+    return out / "_build" / "html"
+
+
+def test_book_without_solutions_shows_no_solution_line(book_without_solutions):
+    import html as _html
+
+    for cid in chapter_ids():
+        page = book_without_solutions / "book" / "chapters" / f"{cid}.html"
+        plain = _html.unescape(page.read_text(encoding="utf-8"))
+        assert "NotImplementedError" in plain, f"{cid}: the page shows no exercise stub"
+        leaked = [line for line in solution_lines_of(cid) if line in plain]
+        assert not leaked, f"{cid}: solution lines in the SOLUTIONS=0 build: {leaked[:3]}"
+    # Chapter pages, their sources and downloads (the contract page states formulas on purpose).
+    everything = "\n".join(_html.unescape(p.read_text(encoding="utf-8", errors="replace"))
+                           for p in book_without_solutions.rglob("*") if p.suffix in {".html", ".ipynb", ".txt"}
+                           and ("chapters" in p.parts or "_downloads" in p.parts))
+    for cid in chapter_ids():
+        leaked = [line for line in solution_lines_of(cid) if line in everything]
+        assert not leaked, f"solution lines of {cid} somewhere in the SOLUTIONS=0 build: {leaked[:3]}"
+
+
+def test_chapter_pages_offer_the_student_notebook(built_book):
+    """The download at the top of each page is the student release, shipped with the book."""
+    for cid in chapter_ids():
+        html = (built_book / "book" / "chapters" / f"{cid}.html").read_text(encoding="utf-8")
+        assert re.search(rf'class="reference download internal"[^>]*href="[^"]*_downloads/\w+/{cid}.ipynb"', html), \
+            f"{cid}: no download link to the student notebook"
+        shipped = list((built_book / "_downloads").glob(f"*/{cid}.ipynb"))
+        assert len(shipped) == 1, f"{cid}: the notebook is not shipped with the book ({shipped})"
+        assert shipped[0].read_bytes() == (ROOT / "notebooks" / cid / f"{cid}.ipynb").read_bytes(), \
+            f"{cid}: the shipped notebook is not the student release"
 
 
 def test_book_publishes_only_toc_pages(built_book):

@@ -1,6 +1,7 @@
 """Derive the book's chapter pages from the solution notebooks.
 
-    python tools/book_pages.py            # writes book/chapters/<id>.ipynb for every chapter
+    python tools/book_pages.py                  # writes book/chapters/<id>.ipynb for every chapter
+    python tools/book_pages.py --no-solutions   # the same pages for a class that is being graded
 
 For each ``solutions/<id>/<id>.ipynb`` the page keeps the prose, the code and the outputs of
 the stored run, and:
@@ -10,7 +11,14 @@ the stored run, and:
 - folds solution code behind a "Show solution" toggle (MyST-NB's ``hide-input`` tag) and
   removes the solution markers; written answers go into a "Show answer" dropdown;
 - folds visible tests behind a "Show tests" toggle, keeping their output;
-- strips nbgrader metadata.
+- strips nbgrader metadata;
+- puts links to the chapter's *student* notebook at the top of the page: a download that works
+  offline (the notebook is shipped with the built book) and, when ``course.repository_url`` is
+  set in ``_config.yml``, "Open in Colab" (GitHub repositories) and "Open on a JupyterHub"
+  (nbgitpuller, when ``course.jupyterhub_url`` is set too).
+
+With ``--no-solutions`` (``make book SOLUTIONS=0``) solution code is replaced by the same stub
+the student notebook has, its stored output is dropped, and written answers are left out.
 
 Pages are build artefacts (git-ignored): never edit them, edit the solution notebook.
 """
@@ -21,13 +29,18 @@ import copy
 import re
 import sys
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import nbformat
+import yaml
+from nbformat.v4 import new_markdown_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 _HIDDEN = re.compile(r"\n?[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*", re.S)
 _SOLUTION_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
+_SOLUTION_BLOCK = re.compile(r"^([ \t]*)### BEGIN SOLUTION[ \t]*\n.*?^[ \t]*### END SOLUTION[ \t]*$", re.M | re.S)
+STUB = "# YOUR CODE HERE\nraise NotImplementedError()"  # as autograde/nbgrader_config.py's code_stub
 
 
 def strip_hidden_tests(source: str) -> str:
@@ -38,6 +51,34 @@ def strip_solution_markers(source: str) -> str:
     return _SOLUTION_MARKER.sub("", source).strip("\n")
 
 
+def replace_solutions_with_stub(source: str) -> str:
+    """Each ``### BEGIN SOLUTION`` ... ``### END SOLUTION`` block becomes the student stub,
+    indented like the block (as nbgrader's release does)."""
+    return _SOLUTION_BLOCK.sub(lambda m: "\n".join(m.group(1) + line for line in STUB.splitlines()), source)
+
+
+def course_links(cid: str, config: dict) -> str:
+    """The Markdown box at the top of a chapter page: where to get the exercise notebook."""
+    course = (config or {}).get("course") or {}
+    repo = (course.get("repository_url") or "").rstrip("/")
+    branch = course.get("branch") or "main"
+    hub = (course.get("jupyterhub_url") or "").rstrip("/")
+    path = f"notebooks/{cid}/{cid}.ipynb"
+    links = [f"{{download}}`Download the exercise notebook <../../{path}>`"]
+    if repo.startswith("https://github.com/"):
+        links.append(f"[Open in Colab](https://colab.research.google.com/github/"
+                     f"{repo.removeprefix('https://github.com/')}/blob/{branch}/{path})")
+    if repo and hub:
+        name = repo.split("/")[-1].removesuffix(".git")
+        query = urlencode({"repo": repo, "branch": branch, "urlpath": f"lab/tree/{name}/{path}"}, quote_via=quote)
+        links.append(f"[Open on the JupyterHub]({hub}/hub/user-redirect/git-pull?{query})")
+    return (":::{admonition} Do the exercises\n:class: note\n" + " · ".join(links) + "\n\n"
+            "These links give the **student version** of this chapter: the same text and code, with each "
+            "graded exercise left for you to write (`raise NotImplementedError()`) and the hidden tests "
+            "removed. They never give the solutions shown on this page. "
+            "[Setting up](../setup.md) explains laptops, Colab and JupyterHubs.\n:::")
+
+
 def _fold(cell, show: str, hide: str) -> None:
     tags = cell.metadata.setdefault("tags", [])
     if "hide-input" not in tags:
@@ -45,8 +86,10 @@ def _fold(cell, show: str, hide: str) -> None:
     cell.metadata["mystnb"] = {"code_prompt_show": show, "code_prompt_hide": hide}
 
 
-def page_from_solution(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """The reader's version of a solution notebook (see the module docstring)."""
+def page_from_solution(nb: nbformat.NotebookNode, *, solutions: bool = True, header: str | None = None
+                       ) -> nbformat.NotebookNode:
+    """The reader's version of a solution notebook (see the module docstring); ``header`` is
+    Markdown put right under the chapter's title."""
     page = copy.deepcopy(nb)
     cells = []
     for cell in page.cells:
@@ -56,16 +99,30 @@ def page_from_solution(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
             if not cell.source.strip():
                 continue  # a cell of hidden tests only: nothing for readers
             _fold(cell, "Show tests", "Hide tests")
+        elif grader.get("solution") and cell.cell_type == "code" and not solutions:
+            cell.source = replace_solutions_with_stub(cell.source)
+            cell.outputs = []
         elif grader.get("solution") and cell.cell_type == "code":
             cell.source = strip_solution_markers(cell.source)
             _fold(cell, "Show solution", "Hide solution")
         elif grader.get("solution") and cell.cell_type == "markdown":
+            if not solutions:
+                continue
             answer = strip_solution_markers(cell.source)
             cell.source = f":::{{dropdown}} Show answer\n{answer}\n:::"
         leftover = [m for m in MARKERS if m in cell.source]
         if leftover:
             raise ValueError(f"nbgrader marker {leftover[0]!r} left in a cell after conversion:\n{cell.source[:200]}")
         cells.append(cell)
+    if header and cells:
+        # right under the chapter's title, which opens the first cell
+        first = cells[0]
+        title, _, rest = first.source.partition("\n")
+        if first.cell_type == "markdown" and title.startswith("# ") and rest.strip():
+            first.source = title
+            cells[1:1] = [new_markdown_cell(header), new_markdown_cell(rest.strip("\n"))]
+        else:
+            cells.insert(1, new_markdown_cell(header))
     page.cells = cells
     page.metadata.pop("nbgrader", None)
     return page
@@ -75,8 +132,9 @@ def chapter_ids(root: Path = ROOT) -> list[str]:
     return sorted(p.name for p in (root / "solutions").iterdir() if (p / f"{p.name}.ipynb").is_file())
 
 
-def build_pages(root: Path = ROOT, out_dir: Path | None = None) -> list[Path]:
+def build_pages(root: Path = ROOT, out_dir: Path | None = None, *, solutions: bool = True) -> list[Path]:
     out_dir = out_dir or root / "book" / "chapters"
+    config = yaml.safe_load((root / "_config.yml").read_text())
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for cid in chapter_ids(root):
@@ -84,7 +142,8 @@ def build_pages(root: Path = ROOT, out_dir: Path | None = None) -> list[Path]:
         if not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"):
             raise SystemExit(f"{cid}: the solution notebook has no stored outputs; run `make execute` first")
         target = out_dir / f"{cid}.ipynb"
-        nbformat.write(page_from_solution(nb), target)
+        page = page_from_solution(nb, solutions=solutions, header=course_links(cid, config))
+        nbformat.write(page, target)
         written.append(target)
     # Pages of chapters that no longer exist must not linger in the book.
     for stale in set(out_dir.glob("*.ipynb")) - set(written):
@@ -95,8 +154,10 @@ def build_pages(root: Path = ROOT, out_dir: Path | None = None) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: book/chapters)")
+    parser.add_argument("--no-solutions", action="store_true",
+                        help="leave solutions out (for a class that is being graded): code becomes the stub")
     args = parser.parse_args(argv)
-    for path in build_pages(out_dir=args.out):
+    for path in build_pages(out_dir=args.out, solutions=not args.no_solutions):
         print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return 0
 
