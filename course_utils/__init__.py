@@ -19,3 +19,7 @@ Modules (import the one you need, e.g. ``from course_utils import attention``):
 Internal imports are relative so that ``grading.pristine()`` can load a private copy.
 """
 __version__ = "0.1.0"
+
+# Snapshot PyTorch's and Python's functions before any learner code runs: hidden tests check
+# that nothing has rebound them since (see grading/integrity.py).
+from .grading import integrity as _integrity  # noqa: E402,F401

@@ -7,12 +7,15 @@ which rebinds them (``checks.assert_close = lambda *a: None``) changes nothing.
 """
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dataclasses
 import importlib
 import inspect
+import math
 import sys
 import types
+import warnings
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
@@ -29,6 +32,11 @@ __all__ = [
     "rows_sum_to_one",
     "random_tensor",
     "passed",
+    "call",
+    "derived_tolerance",
+    "check_device_agnostic",
+    "seeded",
+    "assert_untampered",
 ]
 
 
@@ -92,10 +100,12 @@ def assert_close(
         idx = tuple(int(i) for i in (~ok).nonzero()[0])
         n_bad = int((~ok).sum())
         where = f"index {list(idx)}" if idx else "the value"
+        # enough digits to show the difference the tolerance cares about
+        digits = max(6, min(17, 2 - math.floor(math.log10(max(min(atol, rtol) if atol else rtol, 1e-17)))))
         _fail(
             name,
-            f"{n_bad} of {ok.numel()} entries differ; first at {where}: got {g[idx].item():.6g}, "
-            f"expected {e[idx].item():.6g} (tolerance atol={atol:g}, rtol={rtol:g})",
+            f"{n_bad} of {ok.numel()} entries differ; first at {where}: got {g[idx].item():.{digits}g}, "
+            f"expected {e[idx].item():.{digits}g} (tolerance atol={atol:.3g}, rtol={rtol:.3g})",
             hint,
         )
 
@@ -155,6 +165,136 @@ def _clone(obj: Any) -> Any:
     return obj
 
 
+def _map_tensors(obj: Any, fn: Callable[[Tensor], Any]) -> Any:
+    """``obj`` with every tensor inside tuples, lists and dicts replaced by ``fn(tensor)``."""
+    if isinstance(obj, Tensor):
+        return fn(obj)
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_map_tensors(o, fn) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _map_tensors(v, fn) for k, v in obj.items()}
+    return obj
+
+
+def _tensors(obj: Any, path: str = "") -> list[tuple[str, Tensor]]:
+    """(where, tensor) for every tensor inside ``obj``; ``where`` reads like ``[1]`` or ``['mask']``."""
+    if isinstance(obj, Tensor):
+        return [(path, obj)]
+    if isinstance(obj, (tuple, list)):
+        return [pair for i, o in enumerate(obj) for pair in _tensors(o, f"{path}[{i}]")]
+    if isinstance(obj, dict):
+        return [pair for k, v in obj.items() for pair in _tensors(v, f"{path}[{k!r}]")]
+    return []
+
+
+def _same(a: Tensor, b: Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
+                                                              if a.is_floating_point() else torch.equal(a, b))
+
+
+# --------------------------------------------------------------------------- tolerances
+def _eps(dtype: torch.dtype) -> float:
+    return torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
+
+
+def _widen(obj: Any) -> Any:
+    return _map_tensors(obj, lambda t: t.double() if t.is_floating_point() else t)
+
+
+def _as_tuple(out: Any) -> tuple:
+    return out if isinstance(out, tuple) else (out,)
+
+
+def derived_tolerance(reference: Callable, args: tuple = (), kwargs: dict | None = None, *,
+                      perturb: bool = True, factor: float = 16.0, draws: int = 2, seed: int = 0):
+    """What a correct formulation can achieve on these inputs, measured rather than assumed.
+
+    Returns ``(truth, atols, rtol)``: ``truth`` is the tuple of the reference's outputs computed
+    in float64 (one element when it returns a single tensor), ``atols`` one tolerance per output.
+    A formulation counts as correct when it is *backward stable*: its result equals the exact
+    result for inputs perturbed by a few units in the last place of their own dtype.  So the
+    tolerance is ``factor`` times the larger of (a) the reference's own error in the input
+    dtype and (b) how far the float64 result moves when every floating input is perturbed by
+    one relative ``eps`` of its dtype (``draws`` random perturbations).  A float32
+    ``exp(x - logsumexp(x))`` softmax of a row of -1e4 is off by ~1e-5: (b) is ~2e-4 there,
+    because an input of 1e4 is itself only known to ~1e-3 in float32.  ``perturb=False``
+    skips (b) for functions whose output jumps under tiny input changes (top-k selection).
+    """
+    kwargs = kwargs or {}
+    low = _as_tuple(reference(*_clone(args), **_clone(kwargs)))
+    truth = _as_tuple(reference(*_widen(args), **_widen(kwargs)))
+    spread = [0.0] * len(truth)
+    for i, (lo, tr) in enumerate(zip(low, truth)):
+        if isinstance(lo, Tensor) and isinstance(tr, Tensor) and lo.is_floating_point() and lo.numel():
+            spread[i] = float((lo.double() - tr).abs().nan_to_num(0.0, posinf=0.0, neginf=0.0).max())
+    floating = [t for _, t in _tensors((args, kwargs)) if t.is_floating_point()]
+    if perturb and floating:
+        g = torch.Generator().manual_seed(seed)
+
+        def nudge(t: Tensor) -> Tensor:
+            if not t.is_floating_point():
+                return t
+            u = torch.rand(t.shape, generator=g, dtype=torch.float64) * 2 - 1
+            return t.double() * (1 + _eps(t.dtype) * u.to(t.device))
+
+        for _ in range(draws):
+            moved = _as_tuple(reference(*_map_tensors(args, nudge), **_map_tensors(kwargs, nudge)))
+            for i, (mv, tr) in enumerate(zip(moved, truth)):
+                if isinstance(mv, Tensor) and isinstance(tr, Tensor) and tr.is_floating_point() and tr.numel():
+                    d = (mv.double() - tr).abs().nan_to_num(0.0, posinf=0.0, neginf=0.0).max()
+                    spread[i] = max(spread[i], float(d))
+    dtype = next((t.dtype for t in floating), torch.float64)
+    eps = _eps(dtype)
+    atols = []
+    for sp, tr in zip(spread, truth):
+        scale = float(tr.double().abs().nan_to_num(0.0, posinf=0.0, neginf=0.0).max()) \
+            if isinstance(tr, Tensor) and tr.is_floating_point() and tr.numel() else 0.0
+        atols.append(factor * sp + 4 * eps * scale)
+    return truth, atols, factor * eps
+
+
+def _assert_matches(got: Any, truth: Tensor, like: Tensor, *, name: str, atol: float, rtol: float,
+                    hint: str | None) -> None:
+    """``got`` has ``like``'s shape, dtype and device and is within tolerance of ``truth``."""
+    assert_shape(got, like.shape, name=name, hint=hint)
+    if got.dtype != like.dtype:
+        _fail(name, f"dtype is {got.dtype}, expected {like.dtype} (the input's dtype)",
+              hint or "create new tensors with dtype=x.dtype, device=x.device, or use torch.*_like")
+    if not like.is_floating_point():
+        assert_close(got, like, name=name, hint=hint)
+        return
+    assert_close(got, truth.to(like.device), name=name, atol=atol, rtol=rtol, check_dtype=False, hint=hint)
+
+
+def _run_student(student: Callable, args: tuple, kwargs: dict, *, what: str, hint: str | None,
+                 forbid: Sequence[Any] = (), fn_name: str = "your function") -> Any:
+    """Call the learner's function; its own crash becomes a CheckFailed naming the inputs.
+
+    Warnings the answer triggers are recorded and dropped (they never cost points), and
+    the call is checked not to modify its inputs in place.
+    """
+    mine_args, mine_kwargs = _clone(args), _clone(kwargs)
+    try:
+        with warnings.catch_warnings(record=True), forbid_calls(*forbid, what=fn_name):
+            got = student(*mine_args, **mine_kwargs)
+    except NotImplementedError:
+        _fail(what, "raises NotImplementedError: the exercise is not done yet", None)
+    except CheckFailed:
+        raise
+    except Exception as exc:  # the learner's bug: report it with the inputs that caused it
+        _fail(what, f"raised {type(exc).__name__}: {exc}", hint)
+    pairs = [(f"argument {i + 1}{where}", b, a) for i, (x, y) in enumerate(zip(args, mine_args))
+             for (where, b), (_, a) in zip(_tensors(x), _tensors(y))]
+    pairs += [(f"argument {k}{where}", b, a) for k in kwargs
+              for (where, b), (_, a) in zip(_tensors(kwargs[k]), _tensors(mine_kwargs[k]))]
+    for arg, before, after in pairs:
+        if not _same(before, after):
+            _fail(what, f"changed its input ({arg}) in place",
+                  "a graded function must not modify its inputs: write x = x - m instead of x -= m, "
+                  "and avoid in-place methods such as masked_fill_ or div_ on tensors you were given")
+    return got
+
+
 def compare(
     student: Callable,
     reference: Callable,
@@ -166,38 +306,117 @@ def compare(
     atol: float | None = None,
     rtol: float | None = None,
     forbid: Sequence[Any] = (),
+    perturb: bool = True,
+    devices: bool = True,
 ) -> None:
     """Call ``student`` and ``reference`` on each case and require equal results.
 
     ``outputs`` names the parts of a tuple result (e.g. ``("context", "weights")``) and
     says a tuple is expected.  ``forbid`` lists functions the student's call must not use
-    (see ``forbid_calls``; the reference may use them).  Inputs are cloned, so a function
-    that modifies its input in place cannot change what the reference sees.  Returns
-    nothing, so that a test cell ending in ``compare(...)`` prints nothing.
+    (see ``forbid_calls``; the reference may use them).  The student's call must leave its
+    inputs unchanged.  Tolerances default to ``derived_tolerance`` (what a correct
+    formulation achieves in the input's dtype; ``perturb`` is passed on); explicit
+    ``atol``/``rtol`` override them.  With ``devices``, the first case of each dtype is
+    also run on the ``meta`` device (and CUDA when present) to catch tensors created on a
+    fixed device.  Returns nothing, so that a test cell ending in ``compare(...)`` prints
+    nothing.
     """
     fn_name = name or getattr(student, "__name__", "function")
+    seen_dtypes: set = set()
     for case in cases:
         what = case.describe(fn_name)
         case_hint = case.hint or hint
-        expected = reference(*_clone(case.args), **_clone(case.kwargs))
-        try:
-            with forbid_calls(*forbid, what=fn_name):
-                got = student(*_clone(case.args), **_clone(case.kwargs))
-        except NotImplementedError:
-            _fail(what, "raises NotImplementedError: the exercise is not done yet", None)
-        except CheckFailed:
-            raise
-        except Exception as exc:  # the learner's bug: report it with the inputs that caused it
-            _fail(what, f"raised {type(exc).__name__}: {exc}", case_hint)
+        if atol is None and rtol is None:
+            truth, atols, rtol_c = derived_tolerance(reference, case.args, case.kwargs, perturb=perturb)
+        else:
+            truth = _as_tuple(reference(*_clone(case.args), **_clone(case.kwargs)))
+            atols, rtol_c = [atol] * len(truth), rtol
+        like = _as_tuple(reference(*_clone(case.args), **_clone(case.kwargs)))
+        got = _run_student(student, case.args, case.kwargs, what=what, hint=case_hint, forbid=forbid,
+                           fn_name=fn_name)
         if outputs is not None:
             if not isinstance(got, tuple) or len(got) != len(outputs):
                 _fail(what, f"should return a tuple ({', '.join(outputs)}), got "
                       f"{type(got).__name__}" + (f" of length {len(got)}" if isinstance(got, tuple) else ""),
                       case_hint)
-            for part, g, e in zip(outputs, got, expected):
-                assert_close(g, e, name=f"{what} -> {part}", atol=atol, rtol=rtol, hint=case_hint)
+            parts = list(zip(outputs, got, truth, like, atols))
         else:
-            assert_close(got, expected, name=f"{what}", atol=atol, rtol=rtol, hint=case_hint)
+            parts = [(None, got, truth[0], like[0], atols[0])]
+        for part, g, tr, lk, at in parts:
+            label = f"{what} -> {part}" if part else what
+            if atol is None and rtol is None:
+                _assert_matches(g, tr, lk, name=label, atol=at, rtol=rtol_c, hint=case_hint)
+            else:
+                assert_close(g, lk, name=label, atol=atol, rtol=rtol, hint=case_hint)
+        dtypes = tuple(t.dtype for _, t in _tensors(case.args) if t.is_floating_point())
+        if devices and dtypes not in seen_dtypes:
+            seen_dtypes.add(dtypes)
+            check_device_agnostic(student, case.args, case.kwargs, name=what, hint=case_hint)
+
+
+def check_device_agnostic(fn: Callable, args: tuple = (), kwargs: dict | None = None, *, name: str = "function",
+                          hint: str | None = None, compare_cuda: bool = True) -> None:
+    """``fn`` keeps its tensors on the input's device: run it on ``meta`` copies of the inputs
+    (and on CUDA when a GPU is present) and require every output tensor on that device.
+
+    The ``meta`` device has shapes but no data, so an answer that reads values (``.item()``,
+    data-dependent indexing) cannot run there; that alone is not a mistake and is skipped.
+    What fails is positive evidence of a fixed device: an output on another device, or a
+    device-mismatch error inside the answer.
+    """
+    kwargs = kwargs or {}
+    targets = ["meta"] + (["cuda"] if compare_cuda and torch.cuda.is_available() else [])
+    for device in targets:
+        moved_args = _map_tensors(args, lambda t: t.to(device))
+        moved_kwargs = _map_tensors(kwargs, lambda t: t.to(device))
+        try:
+            with warnings.catch_warnings(record=True):
+                out = fn(*moved_args, **moved_kwargs)
+        except Exception as exc:  # noqa: BLE001 - we only judge device errors
+            text = str(exc)
+            if "device" in text and ("expected" in text.lower() or "same device" in text):
+                _fail(f"{name} on the {device} device", f"raised {type(exc).__name__}: {text.splitlines()[0]}",
+                      "a tensor inside your function was created on a fixed device (the CPU): create new "
+                      "tensors with device=x.device and dtype=x.dtype, or with torch.zeros_like(x) and friends")
+            continue
+        for where, t in _tensors(out):
+            if t.device.type != device:
+                _fail(f"{name} on the {device} device",
+                      f"output{where} is on {t.device}, expected the input's device ({device})",
+                      "create new tensors with device=x.device and dtype=x.dtype (or torch.*_like), "
+                      "never on a fixed device")
+
+
+def call(fn: Callable, *args: Any, name: str | None = None, hint: str | None = None, **kwargs: Any) -> Any:
+    """Call a learner's function in a visible test: a crash inside it becomes a short message that
+    names the function, the input shapes and a hint, instead of a raw traceback."""
+    fn_name = name or getattr(fn, "__name__", "your function")
+    what = Case(args, kwargs).describe(fn_name)
+    try:
+        with warnings.catch_warnings(record=True):
+            return fn(*args, **kwargs)
+    except NotImplementedError:
+        raise CheckFailed(f"{what}: raises NotImplementedError: the exercise is not done yet") from None
+    except CheckFailed:
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported to the learner, with the inputs
+        msg = f"{what}: raised {type(exc).__name__}: {exc}"
+        if hint:
+            msg += f"\nHint: {hint}"
+        raise CheckFailed(msg) from None
+
+
+def seeded(fn: Callable, *args: Any, seed: int = 0, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` with PyTorch's global RNG seeded to ``seed`` and restored afterwards.
+
+    Dropout draws its masks from the global RNG in the order it is applied, so the learner's
+    module and the reference, run in train mode under the same seed, give the same output
+    exactly when they apply the same dropout at the same places in the same order.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        with warnings.catch_warnings(record=True):
+            return fn(*args, **kwargs)
 
 
 # --------------------------------------------------------------------------- forbidden calls

@@ -150,7 +150,7 @@ def test_compare_reports_exceptions_and_missing_work():
         checks.compare(crashes, attention.softmax, case)
 
 
-def test_compare_clones_inputs_so_in_place_changes_cannot_leak():
+def test_compare_rejects_in_place_changes_and_keeps_the_callers_tensor():
     def in_place(x, dim=-1):
         x -= x.amax(dim=dim, keepdim=True)
         x.exp_()
@@ -158,7 +158,8 @@ def test_compare_clones_inputs_so_in_place_changes_cannot_leak():
 
     x = torch.randn(3, 4)
     before = x.clone()
-    checks.compare(in_place, attention.softmax, [checks.Case((x,), {"dim": -1})])
+    with pytest.raises(checks.CheckFailed, match="changed its input .argument 1. in place"):
+        checks.compare(in_place, attention.softmax, [checks.Case((x,), {"dim": -1})])
     assert torch.equal(x, before)
 
 

@@ -15,7 +15,7 @@ import sys
 import types
 from pathlib import Path
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]  # course_utils/
 _counter = itertools.count()
 
 
@@ -34,7 +34,14 @@ class Pristine:
 
 
 def pristine() -> Pristine:
-    """A fresh, private copy of the ``course_utils`` package (its modules load on first use)."""
+    """A fresh, private copy of the ``course_utils`` package (its modules load on first use).
+
+    Fails first if the notebook has rebound a function of torch, ``Tensor`` or builtins that
+    the checks rely on (``integrity.assert_untampered``).
+    """
+    from . import integrity
+
+    integrity.assert_untampered()
     name = f"_course_utils_pristine_{next(_counter)}"
     spec = importlib.util.spec_from_file_location(
         name, _PACKAGE_DIR / "__init__.py", submodule_search_locations=[str(_PACKAGE_DIR)]

@@ -1,0 +1,16 @@
+"""The grading tier: what hidden tests and instructors use, never what learners import.
+
+- ``pristine``   private copies of ``course_utils`` for hidden tests (``from course_utils.grading
+                 import pristine``: the name every hidden test uses)
+- ``tamper``     a static scan of a submission for code that rebinds the grader's functions
+- ``collect``    LMS submission zips (Canvas, Moodle) -> nbgrader's ``submitted/`` folder
+- ``autograde``  parallel, resumable autograding of a class with memory and time limits
+- ``feedback``   private feedback: each test's points and message, never hidden-test code
+- ``export``     grades per assignment as CSV, and as a Canvas gradebook import
+
+May import: the standard library, torch, nbgrader/nbformat (instructor-side modules only) and
+the rest of ``course_utils``; learner-facing modules never import this package.
+"""
+from .pristine import Pristine, pristine
+
+__all__ = ["Pristine", "pristine"]
