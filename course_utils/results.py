@@ -19,7 +19,40 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-RESULTS_DIR = Path(os.environ.get("COURSE_RESULTS_DIR", Path(__file__).resolve().parents[1] / "results"))
+INSTALLED_RESULTS = Path("share") / "attention-course" / "results"  # pyproject.toml's data-files
+
+
+def find_results_dir() -> Path:
+    """Where result files live, looked up without assuming how the package was installed:
+
+    1. ``COURSE_RESULTS_DIR``, when set;
+    2. ``results/`` of the course checkout this package runs from (the repository, or an
+       editable install of it);
+    3. the copy a wheel installs beside the package: ``<prefix>/share/attention-course/results``
+       for the prefixes ``sysconfig`` knows (a virtual environment, the system, ``--user``).
+
+    The repository holds the one copy; building a wheel copies it (pyproject.toml).
+    """
+    if os.environ.get("COURSE_RESULTS_DIR"):
+        return Path(os.environ["COURSE_RESULTS_DIR"])
+    checkout = Path(__file__).resolve().parents[1]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "results").is_dir():
+        return checkout / "results"
+    import site
+    import sysconfig
+
+    prefixes = [sysconfig.get_path("data")]
+    for scheme in (f"{os.name}_user", "posix_prefix", "posix_local"):
+        if scheme in sysconfig.get_scheme_names():
+            prefixes.append(sysconfig.get_path("data", scheme))
+    prefixes += [sys.prefix, getattr(site, "USER_BASE", None) or ""]
+    for prefix in prefixes:
+        if prefix and (Path(prefix) / INSTALLED_RESULTS).is_dir():
+            return Path(prefix) / INSTALLED_RESULTS
+    return checkout / "results"  # nothing found: read_result's error names this path
+
+
+RESULTS_DIR = find_results_dir()
 
 
 _CODE_PATHS = ("course_utils", "benchmarks", "pyproject.toml")
@@ -138,7 +171,9 @@ def read_result(name: str, *, directory: Path | None = None) -> dict[str, Any]:
     path = Path(directory or RESULTS_DIR) / f"{name}.json"
     if not path.exists():
         raise FileNotFoundError(
-            f"{path} is missing: the book reads its numbers from results/. Re-run the script that "
-            f"writes it (see results/README.md for the command behind each file)."
+            f"{path} is missing: the book reads its numbers from results/. Install the course package "
+            f"from the repository (it ships results/ as data), set COURSE_RESULTS_DIR to a copy of the "
+            f"repository's results/ folder, or re-run the script that writes it (results/README.md "
+            f"lists the command behind each file)."
         )
     return json.loads(path.read_text())
