@@ -1,0 +1,395 @@
+"""LMS submission zips (Canvas, Moodle) -> nbgrader's ``submitted/<student>/<id>/`` folder.
+
+``make collect ZIP=subs.zip ID=01_qkv_retrieval`` runs ``python -m course_utils.grading.collect``,
+which copies the zip into ``autograde/downloaded/<id>/archive/``, runs ``nbgrader zip_collect``
+(configured in ``autograde/nbgrader_config.py`` to use the two plugins below) and prints what
+was collected and what was skipped, with the reason for each skipped file.
+
+The file names the two LMSs write (checked against their documentation and source):
+
+- Canvas, "Download Submissions": ``<sortablename>_<userid>_<number>_<original name>``, with
+  ``LATE_`` after the sortable name for a late submission (``smithalice_LATE_1234_5678_x.ipynb``).
+  Canvas renames a file that a learner uploads twice to ``x-1.ipynb``, ``x-2.ipynb``.
+- Moodle, "Download all submissions": one folder per participant and submission plugin,
+  ``<Full Name>_<participant id>_assignsubmission_file_/<original name>`` (or, with "download
+  as folders" off, the same prefix glued to the file name).  Moodle's participant id is
+  per-assignment, so it never identifies a learner across assignments.
+
+Learner -> nbgrader student id: the roster ``autograde/roster.csv`` when it names the learner
+(columns in ``ROSTER_COLUMNS``); otherwise the Canvas user id (numeric, stable for the life
+of the account), or for Moodle a slug of the full name (``Zoë Müller`` -> ``zoe-muller``).
+Learners missing from an existing roster are collected under that default id and reported.
+
+Several files for the same student and notebook (a resubmission, a late copy): the newest
+wins, by the submission time, then by Canvas's ``-N`` resubmission suffix, then by Canvas's
+file number (both only grow).  The newest is what the learner last chose to hand in, and it
+carries the time nbgrader's late penalty must see.  Neither LMS writes the submission time
+into a file name, so the time is the zip entry's (which the LMS sets from the stored file);
+``CourseExtractor`` keeps it as the extracted file's modification time, and nbgrader writes
+it to ``timestamp.txt``.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import unicodedata
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dateutil.tz import gettz
+from traitlets import Unicode
+
+from nbgrader.plugins import ExtractorPlugin, FileNameCollectorPlugin
+from nbgrader.utils import find_all_notebooks
+
+ROSTER_COLUMNS = ("student_id", "canvas_id", "moodle_name", "email", "name",
+                  "sis_user_id", "sis_login_id", "section")
+"""Columns of ``autograde/roster.csv``.  Only ``student_id`` is required; ``canvas_id`` (the
+numeric Canvas user id) and ``moodle_name`` (the full name as Moodle prints it) match learners
+in submission zips; ``name``, ``sis_user_id``, ``sis_login_id`` and ``section`` fill the
+Canvas gradebook import (``course_utils.grading.export``); ``email`` is for people."""
+
+LMS_STUDENTS = "lms_students.csv"
+"""Written by every collect into the course directory: which LMS learner each student id is
+(``student_id,lms,lms_id,name``), so that the grade export can name Canvas users."""
+
+CANVAS = re.compile(r"^(?P<sortable>[^/]+?)_(?P<late>LATE_)?(?P<user>\d+)_(?P<number>\d+)_(?P<rest>.+)$")
+MOODLE = re.compile(r"^(?P<name>[^/]+?)_(?P<participant>\d+)_assign(?P<area>submission|feedback)"
+                    r"_(?P<plugin>[a-z]+)_(?P<rest>.*)$")
+# Copies a learner made before uploading: Canvas's "x-1.ipynb", a browser's "x (1).ipynb".
+COPY_SUFFIX = re.compile(r"(?:-(?P<canvas>\d+)|\s*\((?P<browser>\d+)\))$")
+
+
+def slug(name: str) -> str:
+    """A file-system-safe, stable student id from a full name: ``Zoë  Müller`` -> ``zoe-muller``."""
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    return re.sub(r"[^a-z0-9]+", "-", ascii_name.lower()).strip("-") or "unnamed"
+
+
+def _norm_name(name: str) -> str:
+    return " ".join(name.casefold().split())
+
+
+def read_roster(path: Path) -> list[dict]:
+    """Rows of the roster CSV (missing file: empty list).  Raises ``ValueError`` naming the fix."""
+    if not path.exists():
+        return []
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        reader = csv.DictReader(fh)
+        if not reader.fieldnames or "student_id" not in reader.fieldnames:
+            raise ValueError(f"{path}: the roster needs a header row with a 'student_id' column "
+                             f"(known columns: {', '.join(ROSTER_COLUMNS)})")
+        rows = [{k: (v or "").strip() for k, v in row.items() if k} for row in reader]
+    missing = [i + 2 for i, row in enumerate(rows) if not row["student_id"]]
+    if missing:
+        raise ValueError(f"{path}: empty student_id on line(s) {missing}; fill them or delete the rows")
+    return rows
+
+
+@dataclass
+class Candidate:
+    """One extracted file that names a learner of an LMS."""
+    path: str                 # absolute path in the extracted folder
+    rel: str                  # path relative to the extracted folder, for messages
+    lms: str                  # "canvas" or "moodle"
+    lms_id: str               # Canvas user id, or Moodle participant id
+    name: str                 # Canvas sortable name, or Moodle full name
+    original: str             # the learner's own file name
+    notebook: str             # original with copy suffixes removed
+    copy_number: int          # Canvas "-N" / browser "(N)" suffix, 0 when none
+    file_number: int          # Canvas's second number (grows with time), 0 for Moodle
+    late: bool                # Canvas marked it LATE_
+    timestamp: dt.datetime    # submission time, timezone-aware
+    student_id: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def order(self):
+        return (self.timestamp, self.copy_number, self.file_number, self.rel)
+
+
+def parse_lms_path(rel: str) -> dict | None:
+    """The LMS, learner and original file name that a path inside the extracted folder names.
+
+    The first path component that matches a Canvas or Moodle prefix decides (the zip's own
+    folder comes first and matches neither; a learner's own zip inside Canvas's zip becomes a
+    folder named after it, and then the notebook's own name is the last component).
+    """
+    parts = Path(rel).parts
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        m = MOODLE.match(part)
+        if m and (last or m["rest"] == ""):
+            return dict(lms="moodle", lms_id=m["participant"], name=m["name"].strip(),
+                        original=m["rest"] if last else parts[-1], late=False, number=0,
+                        plugin=m["plugin"], area=m["area"])
+        m = CANVAS.match(part)
+        if m:
+            return dict(lms="canvas", lms_id=m["user"], name=m["sortable"],
+                        original=m["rest"] if last else parts[-1], late=bool(m["late"]),
+                        number=int(m["number"]), plugin="file", area="submission")
+    return None
+
+
+def strip_copy_suffix(filename: str) -> tuple[str, int]:
+    """``x-2.ipynb`` -> (``x.ipynb``, 2); ``x (1).ipynb`` -> (``x.ipynb``, 1); else (name, 0)."""
+    stem, ext = os.path.splitext(filename)
+    m = COPY_SUFFIX.search(stem)
+    if not m:
+        return filename, 0
+    return stem[:m.start()] + ext, int(m["canvas"] or m["browser"])
+
+
+class CourseExtractor(ExtractorPlugin):
+    """nbgrader's extractor, keeping each zip entry's time as the extracted file's mtime.
+
+    nbgrader unpacks with setuptools, which stamps files with the unpacking time; the
+    collector needs the LMS's time to fill ``timestamp.txt`` (late penalties).
+    """
+
+    def extract(self, archive_path: str, extracted_path: str) -> None:
+        super().extract(archive_path, extracted_path)
+        collector = getattr(self.parent, "collector_plugin_inst", None)
+        tz = gettz(getattr(collector, "zip_timezone", "UTC"))
+        for root, _, files in os.walk(archive_path):
+            for name in files:
+                src = os.path.join(root, name)
+                dest_dir = os.path.join(extracted_path, os.path.relpath(root, archive_path))
+                stem, ext = os.path.splitext(name)
+                if ext in self.zip_ext and zipfile.is_zipfile(src):
+                    with zipfile.ZipFile(src) as zf:
+                        _stamp(zf, os.path.join(dest_dir, stem), tz)
+                elif os.path.exists(os.path.join(dest_dir, name)):
+                    shutil.copystat(src, os.path.join(dest_dir, name))
+
+
+def _stamp(zf: zipfile.ZipFile, dest: str, tz) -> None:
+    """Set the mtime of every file extracted from ``zf`` into ``dest`` to its entry's time."""
+    for info in zf.infolist():
+        if info.is_dir():
+            continue
+        target = os.path.join(dest, info.filename)
+        when = dt.datetime(*info.date_time, tzinfo=tz).timestamp()
+        if os.path.exists(target):
+            os.utime(target, (when, when))
+        stem, ext = os.path.splitext(target)
+        if ext == ".zip":  # nbgrader unpacked a learner's own zip next to it, into <stem>/
+            try:
+                with zipfile.ZipFile(io.BytesIO(zf.read(info))) as inner:
+                    _stamp(inner, stem, tz)
+            except zipfile.BadZipFile:
+                pass
+
+
+class CourseCollector(FileNameCollectorPlugin):
+    """Collects Canvas and Moodle submission files; configured in ``nbgrader_config.py``.
+
+    nbgrader calls :meth:`collect` once per extracted file.  The first call plans the whole
+    folder (so that the newest of several files can win and each skipped file gets a reason),
+    writes ``downloaded/<id>/collect_report.json`` and ``lms_students.csv``, and every call
+    then answers from the plan.
+    """
+
+    roster = Unicode("roster.csv", help="Roster CSV, relative to the course directory "
+                     "(columns: see course_utils.grading.collect.ROSTER_COLUMNS).").tag(config=True)
+    zip_timezone = Unicode("UTC", help="Time zone of the times stored in the LMS's zip "
+                           "(zip entries carry no zone).").tag(config=True)
+
+    _plan: dict | None = None
+
+    # --------------------------------------------------------------- nbgrader's entry point
+    def collect(self, submitted_file: str) -> dict | None:
+        if self._plan is None:
+            self._plan = self.plan()
+        return self._plan["answers"].get(os.path.abspath(submitted_file))
+
+    # --------------------------------------------------------------- planning
+    def _coursedir(self):
+        app = self.parent
+        if app is None or not hasattr(app, "coursedir"):
+            raise RuntimeError("CourseCollector runs inside `nbgrader zip_collect` (it needs the course directory)")
+        return app
+
+    def plan(self) -> dict:
+        app = self._coursedir()
+        cd = app.coursedir
+        aid = cd.assignment_id
+        extracted = app._format_collect_path(app.extracted_directory)
+        root = Path(cd.root)
+        release_root = Path(cd.format_path(cd.release_directory, ".", "."))
+        ours = set(find_all_notebooks(cd.format_path(cd.release_directory, ".", aid)))
+        if not ours:
+            raise RuntimeError(f"no released notebook for assignment {aid!r} in {release_root}: "
+                               f"check the id, or run `make release` first")
+        others = {nb: d.name for d in release_root.iterdir() if d.is_dir() and d.name != aid
+                  for nb in find_all_notebooks(str(d))}
+        tz = gettz(self.zip_timezone)
+        if tz is None:
+            raise ValueError(f"CourseCollector.zip_timezone={self.zip_timezone!r} is not a time zone name")
+
+        skipped: list[dict] = []
+        candidates: list[Candidate] = []
+        for dirpath, _, files in os.walk(extracted):
+            for name in sorted(files):
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, extracted)
+                info = parse_lms_path(rel)
+                if info is None:
+                    skipped.append(dict(file=rel, reason="not named like a Canvas or Moodle submission"))
+                    continue
+                if info["area"] != "submission" or info["plugin"] != "file":
+                    skipped.append(dict(file=rel, reason=f"Moodle {info['plugin']} {info['area']}, not a submitted file"))
+                    continue
+                notebook, copy_number = strip_copy_suffix(info["original"])
+                if os.path.splitext(notebook)[1] not in self.valid_ext:
+                    skipped.append(dict(file=rel, reason="not a notebook"))
+                    continue
+                if notebook not in ours:
+                    reason = (f"notebook of another assignment ({others[notebook]})" if notebook in others
+                              else f"not a notebook of {aid} (expected {', '.join(sorted(ours))})")
+                    skipped.append(dict(file=rel, reason=reason))
+                    continue
+                when = dt.datetime.fromtimestamp(os.path.getmtime(path), tz)
+                candidates.append(Candidate(
+                    path=os.path.abspath(path), rel=rel, lms=info["lms"], lms_id=info["lms_id"],
+                    name=info["name"], original=info["original"], notebook=notebook,
+                    copy_number=copy_number, file_number=info["number"], late=info["late"],
+                    timestamp=when))
+
+        unknown = self._assign_student_ids(candidates, root / self.roster)
+
+        # Newest wins per (student, notebook); see the module docstring for why.
+        best: dict[tuple[str, str], Candidate] = {}
+        for c in sorted(candidates, key=Candidate.order):
+            key = (c.student_id, c.notebook)
+            if key in best:
+                skipped.append(dict(file=best[key].rel, reason=f"older than {c.rel} for student {c.student_id}"))
+            best[key] = c
+
+        answers = {c.path: dict(student_id=c.student_id, file_id=c.notebook,
+                                timestamp=c.timestamp.isoformat())
+                   for c in best.values()}
+        collected = [dict(student_id=c.student_id, lms=c.lms, lms_id=c.lms_id, name=c.name,
+                          file=c.rel, timestamp=c.timestamp.isoformat(), late=c.late, notes=c.notes)
+                     for c in sorted(best.values(), key=lambda c: c.student_id)]
+        report = dict(assignment=aid, collected=collected, skipped=skipped, unknown=unknown)
+        report_path = Path(extracted).parent / "collect_report.json"
+        report_path.write_text(json.dumps(report, indent=1))
+        update_lms_students(root / LMS_STUDENTS, best.values())
+        for line in summary_lines(report):
+            self.log.info(line)
+        return dict(answers=answers, report=report)
+
+    def _assign_student_ids(self, candidates: list[Candidate], roster_path: Path) -> list[dict]:
+        """Fill ``student_id`` of every candidate; return the learners an existing roster lacks."""
+        roster = read_roster(roster_path)
+        by_canvas = {r["canvas_id"]: r["student_id"] for r in roster if r.get("canvas_id")}
+        by_moodle = {_norm_name(r["moodle_name"]): r["student_id"] for r in roster if r.get("moodle_name")}
+        unknown: dict[tuple[str, str], dict] = {}
+        # Two Moodle learners with the same name get different participant ids: keep them apart.
+        slugs: dict[str, set[str]] = {}
+        for c in candidates:
+            if c.lms == "moodle" and _norm_name(c.name) not in by_moodle:
+                slugs.setdefault(slug(c.name), set()).add(c.lms_id)
+        for c in candidates:
+            if c.lms == "canvas":
+                sid = by_canvas.get(c.lms_id)
+                default = c.lms_id
+            else:
+                sid = by_moodle.get(_norm_name(c.name))
+                default = slug(c.name)
+                if len(slugs.get(default, ())) > 1:
+                    default = f"{default}-{c.lms_id}"
+                    c.notes.append(f"two Moodle learners named {c.name!r}: id carries the participant id")
+            if sid is None:
+                sid = default
+                if roster:
+                    unknown[(c.lms, c.lms_id)] = dict(lms=c.lms, lms_id=c.lms_id, name=c.name, student_id=sid)
+                    c.notes.append("not in the roster")
+            c.student_id = sid
+        return list(unknown.values())
+
+
+def update_lms_students(path: Path, chosen) -> None:
+    """Merge ``student_id -> LMS learner`` of this collect into ``lms_students.csv``."""
+    rows: dict[tuple[str, str], dict] = {}
+    if path.exists():
+        with path.open(newline="", encoding="utf-8") as fh:
+            rows = {(r["student_id"], r["lms"]): r for r in csv.DictReader(fh)}
+    for c in chosen:
+        rows[(c.student_id, c.lms)] = dict(student_id=c.student_id, lms=c.lms, lms_id=c.lms_id, name=c.name)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=["student_id", "lms", "lms_id", "name"])
+        w.writeheader()
+        w.writerows(sorted(rows.values(), key=lambda r: (r["student_id"], r["lms"])))
+
+
+def summary_lines(report: dict) -> list[str]:
+    """The human summary of a collect report."""
+    lines = [f"{report['assignment']}: collected {len(report['collected'])} submission(s), "
+             f"skipped {len(report['skipped'])} file(s)"]
+    shown = report["collected"] if len(report["collected"]) <= 40 else report["collected"][:30]
+    for c in shown:
+        extra = ", ".join((["LATE in Canvas"] if c["late"] else []) + c["notes"])
+        lines.append(f"  collected {c['student_id']:<16} {c['timestamp']}  {c['file']}" + (f"  ({extra})" if extra else ""))
+    if len(shown) < len(report["collected"]):
+        lines.append(f"  ... and {len(report['collected']) - len(shown)} more (all in collect_report.json)")
+    for s in report["skipped"]:
+        lines.append(f"  skipped   {s['file']}: {s['reason']}")
+    if report["unknown"]:
+        lines.append(f"  {len(report['unknown'])} learner(s) not in the roster, collected under a default id "
+                     f"(add them to roster.csv and collect again to rename):")
+        for u in report["unknown"]:
+            lines.append(f"    {u['lms']} {u['lms_id']} {u['name']!r} -> {u['student_id']}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m course_utils.grading.collect", description=__doc__.split("\n")[0])
+    p.add_argument("zip", type=Path, help="the LMS's submissions zip (or a single submitted file)")
+    p.add_argument("assignment", help="assignment id, e.g. 01_qkv_retrieval")
+    p.add_argument("--course", type=Path, default=Path("autograde"), help="course directory (default: autograde)")
+    p.add_argument("--keep-archive", action="store_true",
+                   help="keep zips collected earlier for this assignment (all of them are collected; newest file wins)")
+    args = p.parse_args(argv)
+    if not args.zip.is_file():
+        p.error(f"{args.zip}: no such file")
+    course = args.course.resolve()
+    if not (course / "nbgrader_config.py").exists():
+        p.error(f"{course} has no nbgrader_config.py: run from the repository root or pass --course")
+    archive = course / "downloaded" / args.assignment / "archive"
+    if archive.exists() and not args.keep_archive:
+        shutil.rmtree(archive)  # a re-download replaces the old one
+    archive.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(args.zip, archive / args.zip.name)
+    report_path = course / "downloaded" / args.assignment / "collect_report.json"
+    report_path.unlink(missing_ok=True)  # CourseCollector writes a fresh one
+    nbgrader = Path(sys.executable).with_name("nbgrader")
+    proc = subprocess.run([str(nbgrader if nbgrader.exists() else "nbgrader"), "zip_collect", args.assignment, "--force"],
+                          cwd=course, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
+        print(f"nbgrader zip_collect failed (exit {proc.returncode}); its log is above", file=sys.stderr)
+        return proc.returncode
+    if not report_path.exists():
+        sys.stderr.write(proc.stderr[-4000:])
+        print(f"nothing collected and no report: either {args.zip.name} holds no files, or "
+              "nbgrader_config.py does not set c.ZipCollectApp.collector_plugin to "
+              "course_utils.grading.collect.CourseCollector", file=sys.stderr)
+        return 1
+    report = json.loads(report_path.read_text())
+    print("\n".join(summary_lines(report)))
+    print(f"submissions are in {course / 'submitted'}; report: {report_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+"""Grades from nbgrader's gradebook, in the forms an LMS imports (``make grades``).
+
+Writes, into ``<course>/grades/``:
+
+- ``<id>.csv`` per assignment: ``student_id, score, max_score, late_penalty, raw_score,
+  submitted_at, flags``.  ``score`` is what the learner gets: ``raw_score`` (the autograded
+  points, plus any manual points) minus nbgrader's ``late_penalty``, never below 0.  ``flags``
+  joins, with "; ", the ``reasons`` and ``flags`` of ``status/<id>.json`` (written by the
+  parallel grader: a failed run's reason, tampering found; on Kubernetes each pod writes
+  ``status/<index>/<id>.json`` and they are merged), "no submission", and "needs manual
+  grading".
+- ``canvas.csv``: a Canvas gradebook import (Grades > Import): ``Student, ID, SIS User ID,
+  SIS Login ID, Section``, a "Points Possible" row, then one column per assignment.  Canvas
+  matches learners on ``ID`` (the Canvas user id) and assignments on the column title:
+  ``<name> (<canvas assignment id>)`` updates an existing Canvas assignment, a bare name
+  creates a new one.  Map assignment ids to Canvas ids in ``canvas_assignments.csv``
+  (``assignment,canvas_assignment_id[,canvas_name]``) to update the ones already in Canvas.
+
+Only assignments with at least one submission are exported, so that importing never writes
+zeros for work that is not due yet.  Every student known to the gradebook or the roster gets
+a row; a student without a submission scores 0 with the flag "no submission".  Canvas user
+ids come from ``roster.csv`` (``canvas_id``), then from what ``make collect`` recorded
+(``lms_students.csv``), then from the gradebook's ``lms_user_id``; students without one are
+left out of ``canvas.csv`` and listed.
+
+The gradebook is the one ``nbgrader_config.py`` names (``COURSE_DB_URL`` there selects a shared
+PostgreSQL gradebook); ``--db-url`` overrides it.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from nbgrader.api import Gradebook, MissingEntry
+from traitlets.config.loader import PyFileConfigLoader
+
+from .collect import LMS_STUDENTS, read_roster
+
+COLUMNS = ["student_id", "score", "max_score", "late_penalty", "raw_score", "submitted_at", "flags"]
+CANVAS_FIXED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+
+
+def course_config(course: Path):
+    """The traitlets config of ``<course>/nbgrader_config.py`` (runs the file, as nbgrader does)."""
+    if not (course / "nbgrader_config.py").exists():
+        raise FileNotFoundError(f"{course}/nbgrader_config.py not found: pass --course <the course directory>")
+    return PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+
+
+def _num(x: float) -> str:
+    return f"{x:.10g}"
+
+
+def read_status(course: Path, assignment: str) -> dict:
+    """The parallel grader's ``status/<id>.json``, merged with ``status/*/<id>.json`` (one
+    folder per pod on Kubernetes); the latest ``graded_at`` wins.  {} when none exists."""
+    merged: dict = {}
+    for path in [course / "status" / f"{assignment}.json", *sorted((course / "status").glob(f"*/{assignment}.json"))]:
+        if not path.is_file():
+            continue
+        try:
+            status = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path} is not valid JSON ({err}); regrade the assignment or delete the file") from err
+        for student, entry in status.items():
+            if student not in merged or str(entry.get("graded_at", "")) >= str(merged[student].get("graded_at", "")):
+                merged[student] = entry
+    return merged
+
+
+@dataclass
+class Row:
+    student_id: str
+    score: float
+    max_score: float
+    late_penalty: float
+    raw_score: float
+    submitted_at: str
+    flags: list[str]
+
+    def csv(self) -> dict:
+        return dict(student_id=self.student_id, score=_num(self.score), max_score=_num(self.max_score),
+                    late_penalty=_num(self.late_penalty), raw_score=_num(self.raw_score),
+                    submitted_at=self.submitted_at, flags="; ".join(self.flags))
+
+
+def assignment_rows(gb: Gradebook, assignment, students: list[str], status: dict) -> list[Row]:
+    """One row per student for one nbgrader ``Assignment``."""
+    rows = []
+    for sid in students:
+        st = status.get(sid, {})
+        flags = [str(x) for x in (st.get("reasons") or []) + (st.get("flags") or [])]
+        try:
+            sub = gb.find_submission(assignment.name, sid)
+        except MissingEntry:
+            if not st:
+                flags.append("no submission")
+            rows.append(Row(sid, 0.0, assignment.max_score, 0.0, 0.0, "", flags))
+            continue
+        raw = sub.score or 0.0
+        penalty = sub.late_submission_penalty or 0.0
+        if sub.needs_manual_grade:
+            flags.append("needs manual grading")
+        when = sub.timestamp.isoformat(" ") if sub.timestamp else ""
+        rows.append(Row(sid, max(0.0, raw - penalty), assignment.max_score, penalty, raw, when, flags))
+    return rows
+
+
+def canvas_ids(course: Path, roster: list[dict], gb: Gradebook) -> dict[str, dict]:
+    """student id -> {ID, Student, SIS User ID, SIS Login ID, Section} for Canvas."""
+    out: dict[str, dict] = {}
+    for s in gb.students:
+        if s.lms_user_id:
+            name = ", ".join(x for x in (s.last_name, s.first_name) if x)
+            out[s.id] = {"ID": s.lms_user_id, "Student": name}
+    path = course / LMS_STUDENTS
+    if path.exists():
+        with path.open(newline="", encoding="utf-8") as fh:
+            for r in csv.DictReader(fh):
+                if r["lms"] == "canvas":
+                    out[r["student_id"]] = {"ID": r["lms_id"], "Student": r["name"]}
+    for r in roster:
+        if r.get("canvas_id"):
+            out[r["student_id"]] = {"ID": r["canvas_id"], "Student": r.get("name") or out.get(r["student_id"], {}).get("Student", ""),
+                                    "SIS User ID": r.get("sis_user_id", ""), "SIS Login ID": r.get("sis_login_id", ""),
+                                    "Section": r.get("section", "")}
+    return out
+
+
+def canvas_titles(course: Path, assignments: list[str]) -> dict[str, str]:
+    """Column titles Canvas matches: ``name (canvas id)`` when ``canvas_assignments.csv`` maps it."""
+    titles = {a: a for a in assignments}
+    path = course / "canvas_assignments.csv"
+    if path.exists():
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            for r in csv.DictReader(fh):
+                a, cid = r.get("assignment", "").strip(), r.get("canvas_assignment_id", "").strip()
+                if a in titles and cid:
+                    titles[a] = f"{(r.get('canvas_name') or a).strip()} ({cid})"
+    return titles
+
+
+def export(course: Path, db_url: str | None = None, only: list[str] | None = None) -> dict:
+    """Write the CSVs; return {"files": [...], "assignments": [...], "no_canvas_id": [...]}."""
+    course = course.resolve()
+    cfg = course_config(course)
+    db_url = db_url or cfg.CourseDirectory.get("db_url") or f"sqlite:///{course / 'gradebook.db'}"
+    course_id = cfg.CourseDirectory.get("course_id") or "default_course"
+    roster = read_roster(course / "roster.csv")
+    out_dir = course / "grades"
+    out_dir.mkdir(exist_ok=True)
+    files, exported = [], {}
+    with Gradebook(db_url, course_id=course_id) as gb:
+        students = sorted({s.id for s in gb.students} | {r["student_id"] for r in roster})
+        names = [a.name for a in gb.assignments]
+        unknown = sorted(set(only or []) - set(names))
+        if unknown:
+            raise ValueError(f"not in the gradebook: {', '.join(unknown)} (known: {', '.join(names) or 'none'}); "
+                             f"run `make release` to add assignments")
+        for a in gb.assignments:
+            if (only and a.name not in only) or not a.submissions:
+                continue
+            rows = assignment_rows(gb, a, students, read_status(course, a.name))
+            path = out_dir / f"{a.name}.csv"
+            with path.open("w", newline="", encoding="utf-8") as fh:
+                w = csv.DictWriter(fh, fieldnames=COLUMNS)
+                w.writeheader()
+                w.writerows(r.csv() for r in rows)
+            files.append(path)
+            exported[a.name] = (a.max_score, {r.student_id: r.score for r in rows})
+        ids = canvas_ids(course, roster, gb)
+
+    titles = canvas_titles(course, list(exported))
+    path = out_dir / "canvas.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(CANVAS_FIXED + [titles[a] for a in exported])
+        # Canvas's own export carries this row and its import accepts it back.
+        w.writerow(["    Points Possible", "", "", "", ""] + [_num(m) for m, _ in exported.values()])
+        for sid in students:
+            if sid in ids:
+                c = ids[sid]
+                w.writerow([c.get("Student", ""), c["ID"], c.get("SIS User ID", ""), c.get("SIS Login ID", ""),
+                            c.get("Section", "")] + [_num(scores[sid]) for _, scores in exported.values()])
+    files.append(path)
+    return dict(files=files, assignments=list(exported), no_canvas_id=[s for s in students if s not in ids])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m course_utils.grading.export", description=__doc__.split("\n")[0])
+    p.add_argument("--course", type=Path, default=Path("autograde"), help="course directory (default: autograde)")
+    p.add_argument("--db-url", help="gradebook URL (default: the one nbgrader_config.py sets)")
+    p.add_argument("--assignment", action="append", help="export only this assignment (repeatable)")
+    args = p.parse_args(argv)
+    # nbgrader migrates a gradebook by running `alembic`, which lives next to this Python.
+    os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    try:
+        res = export(args.course, args.db_url, args.assignment)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if not res["assignments"]:
+        print("no assignment has submissions in the gradebook yet: run `make autograde ID=<id>` first")
+    for f in res["files"]:
+        print(f"wrote {f}")
+    if res["no_canvas_id"]:
+        print(f"{len(res['no_canvas_id'])} student(s) have no Canvas user id and are not in canvas.csv "
+              f"(add canvas_id to roster.csv): {', '.join(res['no_canvas_id'][:20])}"
+              + (" ..." if len(res["no_canvas_id"]) > 20 else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""`make collect`: Canvas and Moodle submission zips land in nbgrader's submitted/ folder.
+
+Each test builds a tiny course (the real nbgrader config, two released notebooks) and a fake
+LMS zip with the awkward cases: a late resubmission, a copy suffix, another assignment's
+notebook, stray files and a learner the roster does not know.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_utils.grading import collect
+from tests.helpers import ROOT
+
+AID = "01_qkv_retrieval"
+
+
+def notebook(tag: str) -> str:
+    return nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(tag)]))
+
+
+def make_course(tmp_path: Path, roster: list[dict] | None = None) -> Path:
+    course = tmp_path / "course"
+    (course / "autograde").mkdir(parents=True)
+    shutil.copy2(ROOT / "autograde" / "nbgrader_config.py", course / "autograde")
+    for aid in (AID, "02_self_attention"):
+        (course / "notebooks" / aid).mkdir(parents=True)
+        (course / "notebooks" / aid / f"{aid}.ipynb").write_text(notebook("release"))
+    if roster:
+        with (course / "autograde" / "roster.csv").open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=collect.ROSTER_COLUMNS)
+            w.writeheader()
+            w.writerows(roster)
+    return course
+
+
+def make_zip(path: Path, entries: list[tuple[str, str, tuple]]) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text, when in entries:
+            zf.writestr(zipfile.ZipInfo(name, date_time=when), text)
+    return path
+
+
+def run_collect(course: Path, zip_path: Path) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "course_utils.grading.collect", str(zip_path), AID,
+                           "--course", str(course / "autograde")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def submitted(course: Path, student: str) -> Path:
+    return course / "autograde" / "submitted" / student / AID
+
+
+def report(course: Path) -> dict:
+    return json.loads((course / "autograde" / "downloaded" / AID / "collect_report.json").read_text())
+
+
+def test_file_names():
+    assert collect.parse_lms_path("z/smithalice_LATE_1234_5678_x-2.ipynb") == dict(
+        lms="canvas", lms_id="1234", name="smithalice", original="x-2.ipynb", late=True, number=5678,
+        plugin="file", area="submission")
+    m = collect.parse_lms_path("z/Ann Lee_77_assignsubmission_file_/sub/x.ipynb")
+    assert (m["lms"], m["lms_id"], m["name"], m["original"]) == ("moodle", "77", "Ann Lee", "x.ipynb")
+    assert collect.parse_lms_path("z/Ann Lee_77_assignsubmission_file_x.ipynb")["original"] == "x.ipynb"
+    assert collect.parse_lms_path("z/01_qkv_retrieval.ipynb") is None
+    assert collect.strip_copy_suffix("x-12.ipynb") == ("x.ipynb", 12)
+    assert collect.strip_copy_suffix("x (1).ipynb") == ("x.ipynb", 1)
+    assert collect.strip_copy_suffix("01_qkv_retrieval.ipynb") == ("01_qkv_retrieval.ipynb", 0)
+    assert collect.slug(" Zoë  Müller-Lüdenscheidt ") == "zoe-muller-ludenscheidt"
+
+
+def test_canvas_zip(tmp_path):
+    course = make_course(tmp_path, roster=[dict(student_id="asmith", canvas_id="1234", name="Smith, Alice")])
+    zp = make_zip(tmp_path / "submissions.zip", [
+        (f"smithalice_1234_5678_{AID}.ipynb", notebook("alice on time"), (2026, 3, 1, 10, 0, 0)),
+        (f"smithalice_LATE_1234_5690_{AID}-1.ipynb", notebook("alice late"), (2026, 3, 3, 9, 0, 0)),
+        (f"jonesbob_2222_5679_{AID}.ipynb", notebook("bob"), (2026, 3, 1, 11, 0, 0)),
+        ("jonesbob_2222_5679_02_self_attention.ipynb", notebook("bob, wrong chapter"), (2026, 3, 1, 11, 0, 0)),
+        ("leecarol_3333_5680_my_answers.ipynb", notebook("carol renamed it"), (2026, 3, 1, 12, 0, 0)),
+        ("readme.txt", "not a submission", (2026, 3, 1, 12, 0, 0)),
+    ])
+    out = run_collect(course, zp).stdout
+    assert f"{AID}: collected 2 submission(s), skipped 4 file(s)" in out, out
+
+    alice = submitted(course, "asmith")
+    assert "alice late" in (alice / f"{AID}.ipynb").read_text()  # the newest wins
+    assert (alice / "timestamp.txt").read_text().strip() == "2026-03-03 09:00:00"
+    bob = submitted(course, "2222")  # not in the roster: default id, reported
+    assert "bob" in (bob / f"{AID}.ipynb").read_text()
+    assert (bob / "timestamp.txt").read_text().strip() == "2026-03-01 11:00:00"
+    assert not (course / "autograde" / "submitted" / "3333").exists()
+
+    rep = report(course)
+    reasons = {Path(s["file"]).name: s["reason"] for s in rep["skipped"]}
+    assert reasons[f"smithalice_1234_5678_{AID}.ipynb"].startswith("older than")
+    assert reasons["jonesbob_2222_5679_02_self_attention.ipynb"] == "notebook of another assignment (02_self_attention)"
+    assert "not a notebook of 01_qkv_retrieval" in reasons["leecarol_3333_5680_my_answers.ipynb"]
+    assert "not named like" in reasons["readme.txt"]
+    assert rep["unknown"] == [dict(lms="canvas", lms_id="2222", name="jonesbob", student_id="2222")]
+    assert "not in the roster" in out and "LATE in Canvas" in out
+    with (course / "autograde" / collect.LMS_STUDENTS).open() as fh:
+        ids = {r["student_id"]: r["lms_id"] for r in csv.DictReader(fh)}
+    assert ids == {"asmith": "1234", "2222": "2222"}
+
+
+def test_moodle_zip(tmp_path):
+    course = make_course(tmp_path, roster=[dict(student_id="asmith", moodle_name="alice  SMITH")])
+    folder = "{}_{}_assignsubmission_file_/"
+    zp = make_zip(tmp_path / "COURSE-Attention-01-1234.zip", [
+        (folder.format("Alice Smith", 501) + f"{AID}.ipynb", notebook("alice"), (2026, 3, 1, 10, 0, 0)),
+        (folder.format("Zoë Müller", 502) + f"{AID}.ipynb", notebook("zoe first"), (2026, 3, 1, 10, 0, 0)),
+        (folder.format("Zoë Müller", 502) + f"{AID} (1).ipynb", notebook("zoe second"), (2026, 3, 2, 8, 30, 0)),
+        ("Bob Jones_503_assignsubmission_onlinetext_/onlinetext.html", "<p>hi</p>", (2026, 3, 1, 10, 0, 0)),
+        (f"Carol Lee_504_assignsubmission_file_{AID}.ipynb", notebook("carol flat"), (2026, 3, 1, 9, 0, 0)),
+        (folder.format("Carol Lee", 504) + "02_self_attention.ipynb", notebook("carol ch2"), (2026, 3, 1, 9, 0, 0)),
+    ])
+    out = run_collect(course, zp).stdout
+    assert f"{AID}: collected 3 submission(s), skipped 3 file(s)" in out, out
+    assert "alice" in (submitted(course, "asmith") / f"{AID}.ipynb").read_text()
+    zoe = submitted(course, "zoe-muller")
+    assert "zoe second" in (zoe / f"{AID}.ipynb").read_text()
+    assert (zoe / "timestamp.txt").read_text().strip() == "2026-03-02 08:30:00"
+    assert "carol flat" in (submitted(course, "carol-lee") / f"{AID}.ipynb").read_text()
+    rep = report(course)
+    assert {u["student_id"] for u in rep["unknown"]} == {"zoe-muller", "carol-lee"}
+    assert any("onlinetext" in s["reason"] for s in rep["skipped"])
+
+
+def test_same_name_moodle_learners_stay_apart(tmp_path):
+    course = make_course(tmp_path)  # no roster: nobody is "unknown"
+    zp = make_zip(tmp_path / "moodle.zip", [
+        (f"Ann Lee_11_assignsubmission_file_/{AID}.ipynb", notebook("ann 11"), (2026, 3, 1, 10, 0, 0)),
+        (f"Ann Lee_12_assignsubmission_file_/{AID}.ipynb", notebook("ann 12"), (2026, 3, 1, 10, 0, 0)),
+    ])
+    run_collect(course, zp)
+    assert "ann 11" in (submitted(course, "ann-lee-11") / f"{AID}.ipynb").read_text()
+    assert "ann 12" in (submitted(course, "ann-lee-12") / f"{AID}.ipynb").read_text()
+    assert report(course)["unknown"] == []
+
+
+def test_bad_roster_names_the_fix(tmp_path):
+    course = make_course(tmp_path)
+    (course / "autograde" / "roster.csv").write_text("name,canvas_id\nAlice,1\n")
+    with pytest.raises(ValueError, match="student_id"):
+        collect.read_roster(course / "autograde" / "roster.csv")
