@@ -74,11 +74,11 @@ class Recipe:
 
 CIFAR_VIT = dict(img_size=32, num_classes=10)
 RECIPES: dict[str, Recipe] = {
-    # Trains on 2 CPU cores in under 30 minutes: a convolutional tokenizer (the inductive-bias
+    # Meant for 2 CPU cores and about half an hour (results/ch07_vit_cpu.json records the machine
+    # and the time it took): a convolutional tokenizer (the inductive-bias
     # lever of Compact Convolutional Transformers: 3x3 convs and 2x2 pools down to a 4x4 grid of
-    # 16 tokens) feeding a small pre-norm ViT.  Measured: 64 tokens (patch 4, channels 64/128)
-    # trained ~3x slower per image and reached 0.72 validation accuracy after 7 of 10 epochs;
-    # at a fixed half hour, more epochs of the cheaper tokenizer win.
+    # 16 tokens) feeding a small pre-norm ViT.  A finer grid (patch 4: 64 tokens) costs more per
+    # image (attention is quadratic in the number of tokens), so fewer epochs fit in the half hour.
     "cpu": Recipe(
         name="cpu",
         model_kwargs=dict(CIFAR_VIT, patch_size=8, dim=192, depth=4, num_heads=3, mlp_dim=384,
@@ -464,6 +464,46 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
     return summary
 
 
+def apply_overrides(recipe: Recipe, items: list[str]) -> Recipe:
+    """``recipe`` with ``KEY=VALUE`` overrides applied, each checked against the field's type.
+
+    A value is read as JSON (``lr=1e-3``, ``epochs=30``, ``augment=false``,
+    ``model_kwargs={"dim": 256}``); a bare word that is not JSON is a string
+    (``policy=trivial``); ``None`` (or ``null``) clears an optional field.  An int is accepted
+    where a float is expected.  Raises ValueError naming the field and what it expects.
+    """
+    fields = {f.name: f for f in dataclasses.fields(recipe)}
+    changes = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. lr=1e-3")
+        if key not in fields:
+            raise ValueError(f"--set {key}: no such recipe field; the fields are {', '.join(sorted(fields))}")
+        if text in ("None", "null"):
+            value = None
+        else:
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                value = text  # a bare word: policy=trivial, schedule=cosine
+        declared = str(fields[key].type)
+        optional = "None" in declared or getattr(recipe, key) is None
+        if value is None:
+            if not optional:
+                raise ValueError(f"--set {key}=None: {key} is not optional (type {declared})")
+        else:
+            base = declared.split("|")[0].strip()
+            expected = {"bool": bool, "int": int, "float": float, "str": str, "dict": dict}.get(base)
+            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if expected is not None and (not isinstance(value, expected) or
+                                         (expected is int and isinstance(value, bool))):
+                raise ValueError(f"--set {key}={text}: {key} expects {declared}, got {type(value).__name__}")
+        changes[key] = value
+    return dataclasses.replace(recipe, **changes)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recipe", default="cpu", choices=sorted(RECIPES))
@@ -482,13 +522,10 @@ def main(argv: list[str] | None = None) -> int:
         recipe.epochs = args.epochs
     if args.model:
         recipe.model = args.model
-    for item in args.set:
-        key, _, value = item.partition("=")
-        if key not in recipe.to_dict():
-            parser.error(f"unknown recipe field {key!r}")
-        current = getattr(recipe, key)
-        setattr(recipe, key, json.loads(value) if not isinstance(current, str) and value not in ("None",)
-                else (None if value == "None" else value))
+    try:
+        recipe = apply_overrides(recipe, args.set)
+    except ValueError as exc:
+        parser.error(str(exc))
     out = args.out or f"runs/{recipe.name}"
     train(recipe, out, fast=args.fast, result_name=args.result, device=args.device,
           max_epochs_this_call=args.stop_after)

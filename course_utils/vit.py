@@ -121,10 +121,9 @@ def _fused_self_attention(mha: MultiHeadAttention, x: Tensor) -> Tensor:
     q, k, v = (split_heads(t, mha.num_heads) for t in torch.nn.functional.linear(x, weight, bias).chunk(3, dim=-1))
     p = mha.dropout.p if mha.training else 0.0
     if x.device.type == "cpu" and torch.is_grad_enabled() and _low_precision(q):
-        # PyTorch's fused CPU kernel has a slow bf16 backward pass for short sequences (measured
-        # 116 ms per call for (128, 3, 65, 64), half of a whole training step); two plain
-        # matmuls and a softmax train the whole ViT about 1.6x faster.  In float32 the fused
-        # kernel is the faster one (benchmarks/vit_throughput.py measures both).  The scale is
+        # PyTorch's fused CPU kernel has a slow bf16 backward pass for short sequences: there,
+        # two plain matmuls and a softmax train the whole ViT faster.  In float32 the fused
+        # kernel is the faster one (benchmarks/vit_throughput.py measures both paths).  The scale is
         # applied to the contiguous scores, not to the strided q view (one copy fewer).
         weights = torch.softmax((q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5, dim=-1)
         attended = torch.nn.functional.dropout(weights, p) @ v

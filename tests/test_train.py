@@ -83,3 +83,17 @@ def test_two_processes_match_one_on_the_same_global_batch(tmp_path):
     wa, wb = torch.load(single / "best_model.pt"), torch.load(ddp / "best_model.pt")
     for k in wa:
         torch.testing.assert_close(wa[k], wb[k], atol=1e-5, rtol=1e-4)
+
+
+def test_set_overrides_parse_their_help_example_and_check_types():
+    from course_utils.train import RECIPES, apply_overrides
+
+    recipe = apply_overrides(RECIPES["cpu"], ["lr=1e-3", "policy=trivial", "epochs=3", "grad_clip=None",
+                                              "augment=false", 'model_kwargs={"dim": 64}'])
+    assert (recipe.lr, recipe.policy, recipe.epochs, recipe.grad_clip, recipe.augment) == (1e-3, "trivial", 3, None,
+                                                                                           False)
+    assert recipe.model_kwargs == {"dim": 64} and RECIPES["cpu"].policy is None  # the recipe itself is untouched
+    for bad, says in [("epochs=abc", "expects int"), ("nope=1", "no such recipe field"), ("lr", "KEY=VALUE"),
+                      ("augment=3", "expects bool"), ("epochs=None", "not optional")]:
+        with pytest.raises(ValueError, match=says):
+            apply_overrides(RECIPES["cpu"], [bad])
