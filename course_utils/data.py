@@ -28,6 +28,8 @@ from typing import Iterator
 import torch
 from torch import Tensor
 
+from . import settings
+
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 MEAN = (0.4914, 0.4822, 0.4465)  # per-channel statistics of the CIFAR-10 training set
 STD = (0.2470, 0.2435, 0.2616)
@@ -35,7 +37,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def cache_dir() -> Path:
-    path = Path(os.environ.get("COURSE_CACHE", Path.home() / ".cache" / "attention-course"))
+    path = Path(settings.get("COURSE_CACHE"))
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -163,7 +165,7 @@ def _cached(path: Path) -> ImageData:
 
 
 def _candidates() -> list[Path]:
-    env = os.environ.get("COURSE_CIFAR10")
+    env = settings.get("COURSE_CIFAR10")
     places = [Path(env)] if env else []
     places += [cache_dir() / "cifar-10-batches-py", cache_dir(),
                PROJECT_ROOT.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"]

@@ -19,6 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from . import settings
+
 INSTALLED_RESULTS = Path("share") / "attention-course" / "results"  # pyproject.toml's data-files
 
 
@@ -33,8 +35,8 @@ def find_results_dir() -> Path:
 
     The repository holds the one copy; building a wheel copies it (pyproject.toml).
     """
-    if os.environ.get("COURSE_RESULTS_DIR"):
-        return Path(os.environ["COURSE_RESULTS_DIR"])
+    if settings.get("COURSE_RESULTS_DIR"):
+        return Path(settings.get("COURSE_RESULTS_DIR"))
     checkout = Path(__file__).resolve().parents[1]
     if (checkout / "pyproject.toml").is_file() and (checkout / "results").is_dir():
         return checkout / "results"

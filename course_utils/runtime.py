@@ -13,13 +13,15 @@ import random
 
 import torch
 
+from . import settings
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
 def fast_mode() -> bool:
     """True when expensive cells should run their small version (see module docstring)."""
-    forced = os.environ.get("COURSE_FAST", "").strip().lower()
+    forced = (settings.get("COURSE_FAST") or "").lower()
     if forced in _TRUE:
         return True
     if forced in _FALSE:
@@ -40,7 +42,7 @@ def pick_device(prefer: str | None = None) -> torch.device:
     ``prefer`` (or the environment variable ``COURSE_DEVICE``) overrides the choice,
     e.g. ``"cpu"`` to debug on the CPU of a GPU machine.
     """
-    choice = prefer or os.environ.get("COURSE_DEVICE")
+    choice = prefer or settings.get("COURSE_DEVICE")
     if choice:
         device = torch.device(choice)
         if device.type == "cuda" and not torch.cuda.is_available():

@@ -235,3 +235,18 @@ def test_pick_device_and_seed(monkeypatch):
     runtime.seed_everything(3)
     assert torch.equal(a, torch.randn(2))
     assert torch.equal(torch.randn(2, generator=runtime.generator(5)), torch.randn(2, generator=runtime.generator(5)))
+
+
+def test_every_course_variable_is_documented_in_settings():
+    import re
+
+    from course_utils import settings
+    from tests.helpers import ROOT
+
+    used = set()
+    for path in [*ROOT.glob("course_utils/**/*.py"), *ROOT.glob("benchmarks/*.py"), *ROOT.glob("tools/*"),
+                 ROOT / "Makefile", ROOT / "autograde" / "nbgrader_config.py"]:
+        used |= set(re.findall(r"\bCOURSE_[A-Z0-9_]+\b", path.read_text(errors="replace")))
+    undocumented = sorted(used - set(settings.SETTINGS))
+    assert not undocumented, f"document these in course_utils/settings.py: {undocumented}"
+    assert all(name in settings.__doc__ for name in settings.SETTINGS), "the module docstring's table is incomplete"
