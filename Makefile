@@ -15,7 +15,8 @@ export PATH := $(abspath $(BIN)):$(PATH)
 .PHONY: help venv book serve test lab execute bench train-cpu sweep sweep-cpu release collect autograde feedback grades clean
 
 help:
-	@echo "make book       build the book into _build/html (first run installs everything into $(VENV))"
+	@echo "make book       build the book into _build/html (first run installs everything into $(VENV));"
+	@echo "                SOLUTIONS=0 builds it without solutions, for a class that is being graded"
 	@echo "make test       run every test (library, notebooks, release, grading, book, browser)"
 	@echo "make lab        JupyterLab on the student notebooks"
 	@echo "make execute    re-run the solution notebooks and store their outputs (authors)"
@@ -37,8 +38,9 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # ---------------------------------------------------------------- the book
+# SOLUTIONS=0 leaves the solutions out, for a class that is being graded.
 book: $(STAMP)
-	$(PY) tools/book_pages.py
+	$(PY) tools/book_pages.py $(if $(filter 0 no false,$(SOLUTIONS)),--no-solutions)
 	$(BIN)/jupyter-book build . -W --keep-going --all
 	@echo
 	@echo "The book is in $(abspath _build/html). Open $(abspath _build/html/index.html)"
@@ -50,6 +52,7 @@ serve:
 # ---------------------------------------------------------------- tests
 test: $(STAMP)
 	bash tools/ensure_chromium.sh
+	bash tools/ensure_postgres.sh
 	$(PY) -m pytest solutions --nbval --nbval-current-env --nbval-cell-timeout=600 -p no:xdist -q
 	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadgroup --durations=25
 
@@ -91,22 +94,25 @@ sweep-cpu: $(STAMP)
 release: $(STAMP)
 	for id in $(IDS); do ( $(NBGRADER) generate_assignment $$id --force ) || exit 1; done
 
+# Canvas or Moodle zip -> autograde/submitted/<student>/<id>/ (course_utils/grading/collect.py)
 collect: $(STAMP)
 	@test -n "$(ZIP)" -a -n "$(ID)" || (echo "usage: make collect ZIP=submissions.zip ID=<assignment id>"; exit 2)
-	mkdir -p autograde/downloaded/$(ID)/archive && cp "$(ZIP)" autograde/downloaded/$(ID)/archive/
-	$(NBGRADER) zip_collect $(ID) --force
+	$(PY) -m course_utils.grading.collect "$(ZIP)" $(ID) --course autograde
 
+# Parallel, resumable, with per-submission memory and time limits (course_utils/grading/autograde.py):
+# JOBS workers (default: one per core), only new or changed submissions unless FORCE=1.
 autograde: $(STAMP)
-	@test -n "$(ID)" || (echo "usage: make autograde ID=<assignment id>"; exit 2)
-	$(NBGRADER) autograde $(ID) --force
+	@test -n "$(ID)" || (echo "usage: make autograde ID=<assignment id> [JOBS=N] [FORCE=1]"; exit 2)
+	$(PY) -m course_utils.grading.autograde $(ID) $(if $(JOBS),--jobs $(JOBS)) $(if $(FORCE),--force)
 
+# Private feedback: each test's points and message, never the hidden tests' code.
 feedback: $(STAMP)
 	@test -n "$(ID)" || (echo "usage: make feedback ID=<assignment id>"; exit 2)
-	$(NBGRADER) generate_feedback $(ID) --force
+	$(PY) -m course_utils.grading.feedback $(ID)
 
+# autograde/grades/<id>.csv per assignment and autograde/grades/canvas.csv (course_utils/grading/export.py)
 grades: $(STAMP)
-	$(NBGRADER) export --to grades.csv
-	@echo "grades written to autograde/grades.csv"
+	$(PY) -m course_utils.grading.export --course autograde
 
 clean:
 	rm -rf _build book/chapters

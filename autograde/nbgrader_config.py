@@ -18,7 +18,12 @@ c.CourseDirectory.release_directory = os.path.join("..", "notebooks")
 c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
-c.CourseDirectory.db_url = "sqlite:///" + os.path.join(here, "gradebook.db")
+# The gradebook: SQLite next to this file, or the server that COURSE_DB_URL names (for a large
+# class graded in parallel, e.g. postgresql://grader@/course?host=/var/run/postgresql).  SQLite
+# waits up to 60 s for a lock instead of failing with "database is locked", so parallel
+# graders (course_utils.grading.autograde --jobs N) can share it.
+c.CourseDirectory.db_url = os.environ.get("COURSE_DB_URL") or (
+    "sqlite:///" + os.path.join(here, "gradebook.db") + "?timeout=60")
 
 # Only the notebooks are part of an assignment; data and caches never are.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*.pt", "*.ckpt", "data"]
@@ -36,5 +41,18 @@ c.Execute.timeout = int(os.environ.get("COURSE_CELL_TIMEOUT", "60"))
 c.Execute.interrupt_on_timeout = True
 c.Execute.kernel_name = "python3"
 
+# What an answer prints to stderr (warnings, logging, progress bars) never costs points:
+# nbgrader scores a test cell with any stderr output as 0, so autograde drops every stderr
+# stream after execution.  Errors are "error" outputs, not streams: they still cost points.
+c.IgnorePattern.enabled = True
+c.IgnorePattern.pattern = r"(?s).*"
+
 # Keep the hidden tests in the gradebook; autograde puts them back into every submission.
 c.ClearHiddenTests.enabled = True
+
+# `make collect`: Canvas and Moodle submission zips (course_utils/grading/collect.py says
+# which file names they write).  Learners map to student ids through roster.csv when present.
+c.ZipCollectApp.extractor_plugin = "course_utils.grading.collect.CourseExtractor"
+c.ZipCollectApp.collector_plugin = "course_utils.grading.collect.CourseCollector"
+c.CourseCollector.roster = "roster.csv"
+c.CourseCollector.zip_timezone = "UTC"  # zip entries carry no zone; Canvas and Moodle servers usually write UTC

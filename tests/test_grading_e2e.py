@@ -9,7 +9,14 @@ submissions and read the gradebook.
 - a notebook that rebinds the course's checks and references cannot fool the hidden tests;
 - a notebook that rebinds torch, Tensor or builtins functions, or swallows errors, loses the
   hidden tests' points or is flagged by the static scan (``course_utils.grading.tamper``);
-- an infinite loop costs only the exercise it is in (the per-cell timeout interrupts it).
+- an infinite loop costs only the exercise it is in (the per-cell timeout interrupts it);
+- feedback shows no hidden-test code and no traceback.
+
+Grading runs through the course's parallel grader (``course_utils.grading.autograde``), as an
+instructor's ``make autograde`` does.  Mistakes in *different* exercises share a submission
+(the k-th mistake of every exercise goes into submission k, which must lose exactly those
+exercises): exercises are graded independently, so this proves the same as one submission per
+mistake, with a fraction of the notebooks.  Correct variants are grouped the same way.
 """
 from __future__ import annotations
 
@@ -21,9 +28,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 
-from tests.conftest import nbgrader
-from tests.helpers import ROOT, chapter_ids, solution_notebook
-from course_utils.grading.tamper import scan_notebook
+from tests.helpers import ROOT, chapter_ids, hidden_test_lines_of, solution_notebook
+from course_utils.grading.autograde import grade
+from course_utils.grading.feedback import generate as generate_feedback
 from tests.mutations import MUTATIONS, VARIANTS
 
 _MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
@@ -60,6 +67,22 @@ def _mutate(mutation):
         assert cells[0].source.count(mutation.old) == 1, \
             f"mutation {mutation.name}: {mutation.old!r} must occur exactly once in the solution of {mutation.exercise}"
         cells[0].source = cells[0].source.replace(mutation.old, mutation.new)
+    return edit
+
+
+def _groups(mutations) -> list[list]:
+    """Round robin by exercise: group k holds the k-th mutation of every exercise that has one."""
+    by_exercise: dict[str, list] = {}
+    for m in mutations:
+        by_exercise.setdefault(m.exercise, []).append(m)
+    depth = max((len(v) for v in by_exercise.values()), default=0)
+    return [[ms[k] for ms in by_exercise.values() if k < len(ms)] for k in range(depth)]
+
+
+def _mutate_all(group):
+    def edit(nb):
+        for m in group:
+            _mutate(m)(nb)
     return edit
 
 
@@ -160,18 +183,6 @@ def _of_exercise(grade_id: str, exercise: str) -> bool:
     return grade_id == f"test_{exercise}" or grade_id.startswith(f"test_{exercise}_")
 
 
-def _grade(course, cid) -> dict[str, float]:
-    """Autograde every submission of ``cid``; returns wall-clock timings for test-artifacts/."""
-    timings = {}
-    start = time.perf_counter()
-    nbgrader(course, "autograde", cid, "--student", "reference", "--force")
-    timings["one student (reference)"] = round(time.perf_counter() - start, 1)
-    start = time.perf_counter()
-    nbgrader(course, "autograde", cid, "--force", env_extra={"COURSE_CELL_TIMEOUT": str(TIMEOUT)})
-    timings["all submissions"] = round(time.perf_counter() - start, 1)
-    return timings
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("cid", chapter_ids())
 def test_autograde_end_to_end(cid, course):
@@ -185,11 +196,13 @@ def test_autograde_end_to_end(cid, course):
 
     _write(course, cid, "reference", _submission(course, cid))
     _write(course, cid, "untouched", nbformat.read(course / "notebooks" / cid / f"{cid}.ipynb", as_version=4))
-    for m in mutations:
-        _write(course, cid, m.name, _submission(course, cid, _mutate(m)))
+    mistake_groups = _groups(mutations)
+    for k, group in enumerate(mistake_groups):
+        _write(course, cid, f"mistakes-{k}", _submission(course, cid, _mutate_all(group)))
     variants = VARIANTS.get(cid, [])
-    for v in variants:
-        _write(course, cid, v.name, _submission(course, cid, _mutate(v)))
+    variant_groups = _groups(variants)
+    for k, group in enumerate(variant_groups):
+        _write(course, cid, f"variants-{k}", _submission(course, cid, _mutate_all(group)))
     _write(course, cid, "noisy", _submission(course, cid, _noisy))
     perturbed_target = _first_function(_submission(course, cid))[1].metadata["nbgrader"]["grade_id"]
     _write(course, cid, "perturbed", _submission(course, cid, _perturb))
@@ -200,45 +213,69 @@ def test_autograde_end_to_end(cid, course):
     loop_target = _loop_last_function(looping)
     _write(course, cid, "loop", looping)
 
-    timings = _grade(course, cid)
+    start = time.perf_counter()
+    status = grade(course, cid, jobs=2, force=True, env_extra={"COURSE_CELL_TIMEOUT": str(TIMEOUT)},
+                   progress=lambda line: None)
+    wall = time.perf_counter() - start
+    failed = {s: st["reasons"] for s, st in status.items() if st["state"] != "graded"}
+    assert not failed, f"submissions the grader could not grade: {failed}"
+    seconds = sorted(st["seconds"] for st in status.values())
     ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / f"grading-times-{cid}.json").write_text(json.dumps(timings, indent=1))
+    (ARTIFACTS / f"grading-times-{cid}.json").write_text(json.dumps({
+        "submissions": len(status), "wall_s (2 jobs)": round(wall, 1),
+        "per submission s (median, max)": [seconds[len(seconds) // 2], seconds[-1]],
+        "mutations": len(mutations), "variants": len(variants), "tampering": len(TAMPERING) + 1}, indent=1))
 
     scores = _scores(course, cid)
     assert scores["reference"] == full, f"the reference solution did not get full marks: {scores['reference']} vs {full}"
     assert set(scores["untouched"]) == set(full) and not any(scores["untouched"].values()), \
         f"the untouched release scored points: {scores['untouched']}"
 
-    def expect_loss_of(exercise: str) -> dict[str, float]:
-        return {g: (0.0 if _of_exercise(g, exercise) else p) for g, p in full.items()}
+    def expect_loss_of(*exercises: str) -> dict[str, float]:
+        return {g: (0.0 if any(_of_exercise(g, e) for e in exercises) else p) for g, p in full.items()}
 
-    wrong = {m.name: scores[m.name] for m in mutations if scores[m.name] != expect_loss_of(m.exercise)}
-    assert not wrong, "seeded mistakes that did not lose exactly their exercise's points (test_<exercise>*):\n" + \
-        "\n".join(f"  {name}: got {got}" for name, got in wrong.items()) + f"\nfull marks: {full}"
-    docked = {v.name: {g: p for g, p in scores[v.name].items() if p != full[g]} for v in variants
-              if scores[v.name] != full}
-    assert not docked, f"correct variants that lost points: {docked}"
+    wrong = []
+    for k, group in enumerate(mistake_groups):
+        got = scores[f"mistakes-{k}"]
+        for m in group:  # name the mistake whose exercise kept points
+            kept = {g: p for g, p in got.items() if _of_exercise(g, m.exercise) and p != 0}
+            if kept:
+                wrong.append(f"  {m.name} (in {m.exercise}) was not caught: {kept}")
+        others = {g: p for g, p in got.items() if not any(_of_exercise(g, m.exercise) for m in group)
+                  and p != full[g]}
+        if others:
+            wrong.append(f"  mistakes {[m.name for m in group]} also cost points elsewhere: {others}")
+    assert not wrong, "seeded mistakes must lose exactly their exercise's points (test_<exercise>*):\n" + \
+        "\n".join(wrong) + f"\nfull marks: {full}"
+    docked = {tuple(v.name for v in group): {g: p for g, p in scores[f"variants-{k}"].items() if p != full[g]}
+              for k, group in enumerate(variant_groups) if scores[f"variants-{k}"] != full}
+    assert not docked, f"correct variants that lost points (variants graded together: the tests named): {docked}"
     assert scores["noisy"] == full, f"an answer that prints and warns lost points: {scores['noisy']}"
     assert scores["perturbed"][f"test_{perturbed_target}"] == 0, \
         f"a wrong {perturbed_target} (outputs x1.5) was not caught: {scores['perturbed']}"
     assert scores["tamper"] == scores["perturbed"], (
         f"disabling course_utils checks and rebinding references changed the grade: {scores['tamper']} "
         f"(the same wrong answer without tampering: {scores['perturbed']})")
-    submitted = course / "autograde" / "submitted"
     for student, _ in TAMPERING:
-        flags = scan_notebook(submitted / student / cid / f"{cid}.ipynb")
-        assert flags, f"the static scan did not flag {student}"
+        assert status[student]["flags"], f"the grader did not flag {student}"
         if student != "tamper-swallow-errors":  # errors swallowed: nothing in the kernel can fail; flagged
             assert scores[student][f"test_{perturbed_target}"] == 0 and \
                 sum(scores[student].values()) <= sum(scores["perturbed"].values()), \
                 f"{student} gained points by tampering: {scores[student]} vs {scores['perturbed']}"
-    for student in ["reference", "noisy", *(v.name for v in variants)]:
-        assert not scan_notebook(submitted / student / cid / f"{cid}.ipynb"), f"{student} was flagged"
+    honest = ["reference", "noisy", *(f"variants-{k}" for k in range(len(variant_groups)))]
+    assert not any(status[s]["flags"] for s in honest), {s: status[s]["flags"] for s in honest}
     assert scores["loop"] == expect_loss_of(loop_target), \
         f"an infinite loop in {loop_target} should cost only its own tests: {scores['loop']}"
-    counts = {"mutations": len(mutations), "variants": len(variants), "tampering": len(TAMPERING) + 1}
-    (ARTIFACTS / f"grading-cases-{cid}.json").write_text(json.dumps(counts, indent=1))
 
-    # Feedback can be generated for everyone, including the untouched release.
-    nbgrader(course, "generate_feedback", cid, "--force")
-    assert (course / "autograde" / "feedback" / "reference" / cid / f"{cid}.html").exists()
+    # Feedback for everyone, the untouched release included: points and messages, never the
+    # hidden tests' code or a traceback.
+    pages = generate_feedback(course, cid)
+    assert len(pages) == len(status), f"feedback pages: {len(pages)} for {len(status)} submissions"
+    hidden = hidden_test_lines_of(cid)
+    import html as _html
+
+    for page in pages:
+        text = _html.unescape(page.read_text(encoding="utf-8"))
+        leaked = [line for line in hidden if line in text]
+        assert not leaked and "Traceback" not in text and "HIDDEN TESTS" not in text, \
+            f"{page}: feedback shows hidden tests or a traceback: {leaked[:3]}"

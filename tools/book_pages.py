@@ -83,7 +83,8 @@ def _fold(cell, show: str, hide: str) -> None:
     tags = cell.metadata.setdefault("tags", [])
     if "hide-input" not in tags:
         tags.append("hide-input")
-    cell.metadata["mystnb"] = {"code_prompt_show": show, "code_prompt_hide": hide}
+    # merge: authors keep their own MyST-NB settings (e.g. image alt text) on the cell
+    cell.metadata["mystnb"] = {**cell.metadata.get("mystnb", {}), "code_prompt_show": show, "code_prompt_hide": hide}
 
 
 def page_from_solution(nb: nbformat.NotebookNode, *, solutions: bool = True, header: str | None = None

@@ -1,10 +1,12 @@
 """The grading tier: what hidden tests and instructors use, never what learners import.
 
+- ``integrity``  a snapshot of torch/builtins functions that hidden tests check (tampering)
 - ``pristine``   private copies of ``course_utils`` for hidden tests (``from course_utils.grading
                  import pristine``: the name every hidden test uses)
 - ``tamper``     a static scan of a submission for code that rebinds the grader's functions
 - ``collect``    LMS submission zips (Canvas, Moodle) -> nbgrader's ``submitted/`` folder
 - ``autograde``  parallel, resumable autograding of a class with memory and time limits
+- ``kernel``     the grading kernel: a memory limit, and no grader secrets in its environment
 - ``feedback``   private feedback: each test's points and message, never hidden-test code
 - ``export``     grades per assignment as CSV, and as a Canvas gradebook import
 

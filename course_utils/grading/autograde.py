@@ -1,0 +1,533 @@
+"""Grade a whole class: nbgrader's autograde, in parallel, resumable, with limits.
+
+    python -m course_utils.grading.autograde ID [--jobs N] [--force] [--student S ...]
+                                                [--mem-limit 3G] [--time-limit 900]
+
+run from the repository root (``make autograde ID=<id> JOBS=N FORCE=1`` does).  It grades
+``autograde/submitted/<student>/<ID>/`` with nbgrader's own ``Autograde`` converter (so the
+scores are exactly those of ``nbgrader autograde``) and
+
+- runs JOBS worker processes (default: one per core); each worker imports nbgrader once and
+  grades many students, one after another, in a fresh kernel each;
+- regrades only new or changed submissions (by the sha256 of the submitted notebooks) unless
+  ``--force`` (a failed submission is not retried until it changes, or with ``--force``);
+- limits each submission's kernel: memory (``RLIMIT_DATA`` in the kernel, see
+  ``course_utils.grading.kernel``, plus a watchdog on the kernel's resident memory) and
+  wall-clock time for the whole notebook (the per-cell limit, ``COURSE_CELL_TIMEOUT``, still
+  applies); a submission past them, or one whose kernel dies, is recorded as failed with the
+  reason, its autograded test scores are set to 0, and everyone else is still graded;
+- writes ``autograde/status/<ID>.json``: ``{student: {"sha256", "state": "graded"|"failed",
+  "reasons": [...], "flags": [...], "seconds", "graded_at"}}`` (``make grades`` reads
+  ``reasons`` and ``flags``), and each submission's nbgrader log to
+  ``autograde/status/<ID>.logs/<student>.log``.
+
+Kernels under grading get ``MPLBACKEND=Agg`` (figures are not rendered) and one OpenMP/torch
+thread, so parallel kernels do not fight over the cores.  The gradebook is SQLite (which waits
+for its lock, see ``autograde/nbgrader_config.py``) or the server in ``COURSE_DB_URL``.
+
+From Python: ``grade(course_dir, assignment_id, jobs=2, force=True)`` returns the status.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import hashlib
+import json
+import os
+import queue
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+DEFAULT_MEM_LIMIT = "3G"
+DEFAULT_TIME_LIMIT = 15 * 60  # seconds for a whole notebook; the slowest chapter needs ~12 s
+# Kernels under grading: no figure rendering, one thread each (JOBS kernels share the cores).
+KERNEL_ENV = {
+    "MPLBACKEND": "Agg",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "PYDEVD_DISABLE_FILE_VALIDATION": "1",  # silences debugpy's start-up warning
+}
+_MEMORY_ERROR = re.compile(r"MemoryError|OutOfMemoryError|not enough memory|can't allocate memory|"
+                           r"Cannot allocate memory|std::bad_alloc", re.I)
+
+
+# ------------------------------------------------------------------ small helpers
+def parse_size(text: str | int | None) -> int | None:
+    """'3G', '512M', '3GiB', '1.5g' or a number of bytes -> bytes; '0'/'none' -> no limit."""
+    if text is None or isinstance(text, int):
+        return text or None
+    m = re.fullmatch(r"\s*([\d.]+)\s*([kmgt]?)(i?b)?\s*", str(text), re.I)
+    if not m:
+        if str(text).strip().lower() in {"none", "off"}:
+            return None
+        raise ValueError(f"memory limit {text!r}: write it as 3G, 512M or a number of bytes")
+    factor = 1024 ** " kmgt".index(m.group(2).lower() or " ")
+    return int(float(m.group(1)) * factor) or None
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def course_root(course_dir: str | os.PathLike) -> Path:
+    """nbgrader's course directory (the folder with nbgrader_config.py): ``course_dir`` itself
+    or its ``autograde/`` folder."""
+    course_dir = Path(course_dir).resolve()
+    for candidate in (course_dir, course_dir / "autograde"):
+        if (candidate / "nbgrader_config.py").is_file():
+            return candidate
+    raise SystemExit(f"no nbgrader_config.py in {course_dir} or {course_dir / 'autograde'}: "
+                     "run this from the repository root, or pass the course directory")
+
+
+def submission_sha256(folder: Path) -> str:
+    """sha256 over the submitted notebooks (names and bytes), the test of 'changed'."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*.ipynb")):
+        if ".ipynb_checkpoints" in path.parts:
+            continue
+        digest.update(str(path.relative_to(folder)).encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _notebooks(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("*.ipynb"))
+
+
+def load_status(root: Path, assignment_id: str) -> dict:
+    path = root / "status" / f"{assignment_id}.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _save_status(root: Path, assignment_id: str, status: dict) -> None:
+    path = root / "status" / f"{assignment_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(dict(sorted(status.items())), indent=1))
+    os.replace(tmp, path)  # readers never see half a file
+
+
+def tamper_flags(folder: Path) -> list[str]:
+    """Flags of the static tamper scan over the submitted notebooks ([] without the scanner)."""
+    try:
+        from course_utils.grading.tamper import scan_notebook
+    except ImportError:
+        return []
+    flags: list[str] = []
+    for nb in _notebooks(folder):
+        try:
+            found = scan_notebook(nb)
+        except Exception:  # noqa: BLE001  (an unreadable notebook fails grading with its reason)
+            continue
+        flags += [f for f in found if f not in flags]
+    return flags
+
+
+@contextmanager
+def _environ(extra: dict | None):
+    saved = dict(os.environ)
+    os.environ.update(extra or {})
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def load_config(root: Path):
+    """The course's nbgrader configuration (reads COURSE_DB_URL, COURSE_CELL_TIMEOUT)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    return PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+
+
+# ------------------------------------------------------------------ the worker process
+class _Watchdog(threading.Thread):
+    """Kills the worker's kernels when they use too much memory or time (runs in the worker)."""
+
+    def __init__(self, mem_limit: int | None, poll: float = 0.2):
+        super().__init__(daemon=True)
+        import psutil
+
+        self.psutil, self.me = psutil, psutil.Process()
+        self.mem_limit, self.poll = mem_limit, poll
+        self.deadline: float | None = None
+        self.time_limit = 0.0
+        self.reason: str | None = None
+        self.lock = threading.Lock()
+
+    def arm(self, time_limit: float) -> None:
+        with self.lock:
+            self.reason, self.time_limit = None, time_limit
+            self.deadline = time.monotonic() + time_limit
+
+    def disarm(self) -> None:
+        with self.lock:
+            self.deadline = None
+
+    def _kill(self, kernels, reason: str) -> None:
+        self.reason, self.deadline = reason, None
+        for p in kernels:
+            try:
+                p.kill()
+            except self.psutil.Error:
+                pass
+
+    def run(self) -> None:
+        while True:
+            time.sleep(self.poll)
+            with self.lock:
+                if self.deadline is None:
+                    continue
+                kernels = self.me.children(recursive=True)
+                rss = 0
+                for p in kernels:
+                    try:
+                        # Processes a kernel forks (DataLoader workers) share its pages: count
+                        # each page once (PSS) when there are several; RSS is cheaper for one.
+                        rss += p.memory_full_info().pss if len(kernels) > 1 else p.memory_info().rss
+                    except (self.psutil.Error, AttributeError):
+                        pass
+                if self.mem_limit and rss > self.mem_limit:
+                    self._kill(kernels, f"memory limit: the kernel used {_gib(rss)}, more than the "
+                                        f"{_gib(self.mem_limit)} limit, and was stopped")
+                elif time.monotonic() > self.deadline:
+                    self._kill(kernels, f"time limit: the notebook was still running after "
+                                        f"{self.time_limit:g} s and was stopped")
+
+
+_CURRENT: dict = {}  # the cell being executed, for the reason when a kernel dies
+
+
+def _cell_name(cell, index: int) -> str:
+    gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    return f"cell {index + 1}" + (f" ({gid})" if gid else "")  # counted from 1, as the tamper scan does
+
+
+def _guarded_execute():
+    from nbgrader.preprocessors import Execute
+
+    class GuardedExecute(Execute):
+        """nbgrader's Execute, remembering which cell runs (to say where a kernel died)."""
+
+        def preprocess_cell(self, cell, resources, index):
+            _CURRENT["cell"] = _cell_name(cell, index)
+            return super().preprocess_cell(cell, resources, index)
+
+    return GuardedExecute
+
+
+def _zero_scores(db_url: str, course_id: str, assignment_id: str, student: str) -> None:
+    """A failed submission keeps no stale or partial automatic scores: its tests score 0."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(db_url, course_id) as gb:
+        try:
+            submission = gb.find_submission(assignment_id, student)
+        except MissingEntry:
+            return
+        for nb in submission.notebooks:
+            for g in nb.grades:
+                g.auto_score = 0
+                g.needs_manual_grade = False
+        gb.db.commit()
+
+
+def _graded_reasons(autograded: Path, cell_timeout, mem_limit: int | None) -> list[str]:
+    """What an instructor should know about a graded submission: cells that ran out of
+    memory or past the per-cell limit (their tests lost the points)."""
+    import nbformat
+
+    reasons = []
+    for path in _notebooks(autograded):
+        nb = nbformat.read(path, as_version=4)
+        for i, cell in enumerate(nb.cells):
+            for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+                if out.get("output_type") != "error":
+                    continue
+                text = ": ".join(x for x in (out.get("ename"), out.get("evalue")) if x)
+                if _MEMORY_ERROR.search(text):
+                    limit = f" (the limit is {_gib(mem_limit)})" if mem_limit else ""
+                    reasons.append(f"out of memory in {_cell_name(cell, i)}{limit}: "
+                                   f"{text.splitlines()[0][:200]}")
+                elif out.get("ename") == "CellTimeoutError":
+                    reasons.append(f"{_cell_name(cell, i)} ran past the per-cell limit of "
+                                   f"{cell_timeout} s and was interrupted")
+    return reasons
+
+
+def _worker(assignment_id: str, root: Path, mem_limit: int | None, time_limit: float) -> None:
+    """Read student ids from stdin, grade each, answer one JSON line per student."""
+    import logging
+
+    # The protocol gets its own copy of stdout; fd 1 becomes stderr, so whatever a kernel or
+    # a library writes to stdout lands in the worker's log, not in the protocol.
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    from nbgrader.converters import Autograde
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.preprocessors import Execute
+
+    config = load_config(root)
+    guarded = _guarded_execute()
+    config.Autograde.autograde_preprocessors = [
+        guarded if pp is Execute else pp for pp in Autograde.class_traits()["autograde_preprocessors"].default()]
+    log = logging.getLogger(f"course_grading.{os.getpid()}")
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    watchdog = _Watchdog(mem_limit)
+    watchdog.start()
+    logs = root / "status" / f"{assignment_id}.logs"
+    logs.mkdir(parents=True, exist_ok=True)
+
+    for line in sys.stdin:
+        student = line.strip()
+        if not student:
+            continue
+        start = time.perf_counter()
+        for attempt in (1, 2):
+            _CURRENT.clear()
+            buffer = logs / f"{student}.log"
+            handler = logging.FileHandler(buffer, mode="w")
+            handler.setFormatter(logging.Formatter("%(asctime)s [%(levelname)s] %(message)s"))
+            log.addHandler(handler)
+            coursedir = CourseDirectory(config=config)
+            coursedir.assignment_id, coursedir.student_id = assignment_id, student
+            app = Autograde(coursedir=coursedir, config=config, log=log)
+            app.force, app.create_student = True, True
+            watchdog.arm(time_limit)
+            error = None
+            try:
+                app.start()
+            except Exception as exc:  # noqa: BLE001  (a failure is a result, not a crash; Ctrl-C stops)
+                error = f"{type(exc).__name__}: {exc}"
+            finally:
+                watchdog.disarm()
+                log.removeHandler(handler)
+                handler.close()
+            text = buffer.read_text(errors="replace")
+            # SQLite gave up waiting for its lock (very busy disk): grade the student again.
+            if error and "database is locked" in text and attempt == 1:
+                continue
+            break
+
+        result = {"student": student, "state": "graded", "reasons": [], "score": None}
+        if error is None:
+            result["reasons"] = _graded_reasons(root / "autograded" / student / assignment_id,
+                                                config.Execute.timeout, mem_limit)
+            result["score"] = _score(coursedir, assignment_id, student)
+        else:
+            result["state"] = "failed"
+            where = _CURRENT.get("cell", "its first cell")
+            if watchdog.reason:
+                reason = f"{watchdog.reason} (in {where})"
+            elif "DeadKernelError" in text or "Kernel died" in text:
+                reason = (f"the kernel died while running {where} (the code exits Python, kills "
+                          f"its own process, or crashed it); nothing after that cell ran")
+            else:
+                # nbgrader logs the traceback, then "There was an error processing assignment
+                # '<id>' for student ...": the line before that is the exception itself.
+                lines = text.splitlines()
+                end = next((i for i, ln in enumerate(lines) if "There was an error processing assignment '" in ln),
+                           len(lines))
+                last = [ln.strip() for ln in lines[:end] if ln.strip()]
+                reason = f"grading failed: {(last[-1] if last and end < len(lines) else error)[:300]}"
+            result["reasons"] = [reason + f"; details in status/{assignment_id}.logs/{student}.log"]
+            try:
+                _zero_scores(coursedir.db_url, coursedir.course_id, assignment_id, student)
+            except Exception as exc:  # noqa: BLE001
+                result["reasons"].append(f"could not set its scores to 0: {exc}")
+        result["seconds"] = round(time.perf_counter() - start, 2)
+        proto.write(json.dumps(result) + "\n")
+
+
+def _score(coursedir, assignment_id: str, student: str) -> str | None:
+    from nbgrader.api import Gradebook
+
+    try:
+        with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+            s = gb.find_submission(assignment_id, student)
+            return f"{s.score:g}/{s.max_score:g}"
+    except Exception:  # noqa: BLE001  (only for the progress line)
+        return None
+
+
+# ------------------------------------------------------------------ the driver
+def _check_gradebook(root: Path, assignment_id: str, env: dict) -> None:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with _environ(env):
+        config = load_config(root)
+    db_url = config.CourseDirectory.db_url
+    course_id = config.CourseDirectory.course_id
+    try:
+        with Gradebook(db_url, course_id) as gb:  # also creates the tables once, before the workers
+            gb.find_assignment(assignment_id)
+    except MissingEntry:
+        raise SystemExit(f"assignment {assignment_id!r} is not in the gradebook ({db_url.split('?')[0]}): "
+                         f"run 'make release' (nbgrader generate_assignment {assignment_id}) first") from None
+
+
+def _eta(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = None, force: bool = False,
+          students: list[str] | None = None, mem_limit: str | int | None = DEFAULT_MEM_LIMIT,
+          time_limit: float = DEFAULT_TIME_LIMIT, env_extra: dict | None = None,
+          progress=print) -> dict:
+    """Grade the submissions of ``assignment_id`` and return the assignment's status
+    (``{student: {"sha256", "state", "reasons", "flags", "seconds", "graded_at"}}``, every
+    student, graded now or before).  ``course_dir`` is the repository (or a copy of the course)
+    or its ``autograde/`` folder; ``env_extra`` goes into the graders' environment (e.g.
+    ``COURSE_CELL_TIMEOUT``, ``COURSE_DB_URL``); ``progress`` gets one line per submission."""
+    root = course_root(course_dir)
+    mem_bytes = parse_size(mem_limit)
+    jobs = max(1, jobs or len(os.sched_getaffinity(0)))
+    submitted = root / "submitted"
+    present = sorted(p.parent.name for p in submitted.glob(f"*/{assignment_id}") if p.is_dir())
+    if students:
+        unknown = sorted(set(students) - set(present))
+        if unknown:
+            raise SystemExit(f"no submission of {assignment_id} for {', '.join(unknown)} in {submitted}")
+        present = [s for s in present if s in set(students)]
+    status = load_status(root, assignment_id)
+    todo, shas = [], {}
+    for s in present:
+        shas[s] = submission_sha256(submitted / s / assignment_id)
+        old = status.get(s)
+        done = (old and old.get("sha256") == shas[s]
+                and (old.get("state") == "failed" or (root / "autograded" / s / assignment_id).is_dir()))
+        if force or not done:
+            todo.append(s)
+    progress(f"{assignment_id}: {len(present)} submissions, {len(todo)} to grade"
+             + ("" if force else f" ({len(present) - len(todo)} unchanged since last graded; --force regrades them)")
+             + f", {min(jobs, len(todo))} worker(s), limits {_gib(mem_bytes) if mem_bytes else 'no'} memory, "
+               f"{time_limit:g} s per notebook")
+    if not todo:
+        return status
+
+    with tempfile.TemporaryDirectory(prefix="course-grading-") as kernels:
+        from course_utils.grading.kernel import write_kernelspec
+
+        write_kernelspec(kernels, mem_bytes)
+        env = dict(os.environ, **KERNEL_ENV)
+        env.pop("CI", None)  # grading behaves as on an instructor's machine
+        env.update(env_extra or {})
+        env["JUPYTER_PATH"] = os.pathsep.join([kernels] + [p for p in [env.get("JUPYTER_PATH")] if p])
+        bindir = str(Path(sys.executable).parent)
+        env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+        _check_gradebook(root, assignment_id, env)
+
+        work: queue.Queue[str] = queue.Queue()
+        for s in todo:
+            work.put(s)
+        lock = threading.Lock()
+        started = time.perf_counter()
+        counter = {"done": 0}
+        logs = root / "status" / f"{assignment_id}.logs"
+        logs.mkdir(parents=True, exist_ok=True)
+
+        def record(result: dict) -> None:
+            s = result["student"]
+            flags = tamper_flags(submitted / s / assignment_id)
+            with lock:
+                status[s] = {"sha256": shas[s], "state": result["state"], "reasons": result["reasons"],
+                             "flags": flags, "seconds": result["seconds"],
+                             "graded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+                _save_status(root, assignment_id, status)
+                counter["done"] += 1
+                done = counter["done"]
+                elapsed = time.perf_counter() - started
+                rate = done / elapsed * 60
+                eta = (len(todo) - done) * elapsed / done
+                what = result["state"] + (f" {result['score']}" if result.get("score") else "")
+                notes = "; ".join(result["reasons"] + [f"flag: {f}" for f in flags])
+                progress(f"[{done}/{len(todo)}] {s}: {what} in {result['seconds']:.1f} s"
+                         f" | {rate:.1f}/min, ETA {_eta(eta)}" + (f" | {notes}" if notes else ""))
+
+        def safe_record(result: dict) -> None:
+            try:
+                record(result)
+            except Exception as exc:  # noqa: BLE001  (keep grading the others)
+                progress(f"could not record the result of {result.get('student')}: {type(exc).__name__}: {exc}")
+
+        def run_worker(n: int) -> None:
+            proc = None
+            try:
+                while True:
+                    try:
+                        student = work.get_nowait()
+                    except queue.Empty:
+                        return
+                    if proc is None or proc.poll() is not None:
+                        proc = subprocess.Popen(
+                            [sys.executable, "-m", "course_utils.grading.autograde", assignment_id,
+                             "--worker", "--course", str(root), "--mem-limit", str(mem_bytes or 0),
+                             "--time-limit", str(time_limit)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=open(logs / f"worker-{n}.log", "a"), cwd=root, env=env, text=True)
+                    t0 = time.perf_counter()
+                    proc.stdin.write(student + "\n")
+                    proc.stdin.flush()
+                    line = proc.stdout.readline()
+                    if line:
+                        safe_record(json.loads(line))
+                        continue
+                    code = proc.wait()
+                    safe_record({"student": student, "state": "failed", "seconds": round(time.perf_counter() - t0, 2),
+                            "reasons": [f"the grading process stopped (exit code {code}); see "
+                                        f"status/{assignment_id}.logs/worker-{n}.log"]})
+            finally:
+                if proc is not None and proc.poll() is None:
+                    proc.stdin.close()
+                    try:
+                        proc.wait(timeout=60)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+
+        threads = [threading.Thread(target=run_worker, args=(n,), daemon=True) for n in range(min(jobs, len(todo)))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    total = time.perf_counter() - started
+    failed = [s for s in todo if status[s]["state"] == "failed"]
+    progress(f"{assignment_id}: graded {len(todo) - len(failed)}, failed {len(failed)} in {total:.1f} s "
+             f"({len(todo) / total * 60:.1f} submissions/min)" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course_utils.grading.autograde", description=__doc__.split("\n\n")[0])
+    parser.add_argument("assignment_id")
+    parser.add_argument("--jobs", "-j", type=int, default=None, help="parallel graders (default: one per core)")
+    parser.add_argument("--force", action="store_true", help="regrade unchanged submissions too")
+    parser.add_argument("--student", nargs="+", action="extend", default=[], help="only these students")
+    parser.add_argument("--mem-limit", default=DEFAULT_MEM_LIMIT, help="per kernel, e.g. 3G (default), 0 for none")
+    parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT,
+                        help="seconds per notebook (default 900); COURSE_CELL_TIMEOUT limits each cell")
+    parser.add_argument("--course", default=".", help="repository root or course directory (default: .)")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        _worker(args.assignment_id, Path(args.course), parse_size(args.mem_limit), args.time_limit)
+        return 0
+    status = grade(args.course, args.assignment_id, jobs=args.jobs, force=args.force, students=args.student,
+                   mem_limit=args.mem_limit, time_limit=args.time_limit)
+    return 0  # failed submissions are results (see the status file), not errors of the command
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""The class-grading driver (course_utils.grading.autograde) on chapter 01, the quickest:
+
+- JOBS=2 gives exactly the scores of JOBS=1 on a shared SQLite gradebook (no lock errors);
+- a second run grades only the submissions that changed;
+- a submission that asks for too much memory, holds too much, kills its kernel or runs too
+  long is recorded with the reason, and everyone else is still graded.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell
+
+from course_utils.grading.autograde import grade, parse_size
+from tests.conftest import nbgrader
+from tests.helpers import ROOT
+from tests.mutations import MUTATIONS
+from tests.test_grading_e2e import _first_function, _mutate, _submission, _write
+
+CID = "01_qkv_retrieval"
+
+
+@pytest.fixture(scope="module")
+def small_course(tmp_path_factory) -> Path:
+    """Chapter 01 alone, released into a fresh course (faster than the whole course)."""
+    root = tmp_path_factory.mktemp("small_course")
+    shutil.copytree(ROOT / "solutions" / CID, root / "solutions" / CID)
+    (root / "autograde").mkdir()
+    shutil.copy2(ROOT / "autograde" / "nbgrader_config.py", root / "autograde" / "nbgrader_config.py")
+    nbgrader(root, "generate_assignment", CID, "--force")
+    return root
+
+
+def scores(course: Path, cid: str = CID, db_url: str | None = None) -> dict[str, dict[str, float]]:
+    """{student: {test cell: score}} from the gradebook."""
+    from nbgrader.api import Gradebook
+
+    out = {}
+    with Gradebook(db_url or f"sqlite:///{course / 'autograde' / 'gradebook.db'}", "attention-course") as gb:
+        for sub in gb.assignment_submissions(cid):
+            out[sub.student.id] = {g.name: g.score for g in sub.notebooks[0].grades if g.name.startswith("test_")}
+    return out
+
+
+def max_points(course: Path, cid: str = CID, db_url: str | None = None) -> dict[str, float]:
+    """{test cell: max points} of the assignment, from the gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url or f"sqlite:///{course / 'autograde' / 'gradebook.db'}", "attention-course") as gb:
+        nb = gb.find_assignment(cid).notebooks[0]
+        answers = {c.name for c in nb.solution_cells}
+        return {c.name: float(c.max_score) for c in nb.grade_cells if c.cell_type == "code" and c.name not in answers}
+
+
+def _reset(course: Path) -> None:
+    for name in ("submitted", "autograded", "status"):
+        shutil.rmtree(course / "autograde" / name, ignore_errors=True)
+
+
+def _insert_after_first_function(code: str):
+    def edit(nb):
+        i, _ = _first_function(nb)
+        nb.cells.insert(i + 1, new_code_cell(code))
+    return edit
+
+
+def test_parse_size():
+    assert parse_size("3G") == 3 * 2**30
+    assert parse_size("512M") == 512 * 2**20
+    assert parse_size("1.5GiB") == int(1.5 * 2**30)
+    assert parse_size("0") is None
+    with pytest.raises(ValueError, match="3G"):
+        parse_size("three gigs")
+
+
+@pytest.mark.slow
+def test_parallel_matches_serial_and_resumes(small_course):
+    course = small_course
+    _reset(course)
+    _write(course, CID, "reference", _submission(course, CID))
+    _write(course, CID, "untouched", nbformat.read(course / "notebooks" / CID / f"{CID}.ipynb", as_version=4))
+    for m in MUTATIONS[CID][:2]:
+        _write(course, CID, m.name, _submission(course, CID, _mutate(m)))
+
+    serial = grade(course, CID, jobs=1, force=True)
+    serial_scores = scores(course)
+    parallel = grade(course, CID, jobs=2, force=True)
+    assert scores(course) == serial_scores
+    assert all(s["state"] == "graded" and not s["reasons"] for s in {**serial, **parallel}.values()), parallel
+    assert sum(serial_scores["reference"].values()) > 0 and not any(serial_scores["untouched"].values())
+    logs = "".join(p.read_text() for p in (course / "autograde" / "status").rglob("*.log"))
+    assert "database is locked" not in logs
+
+    # Nothing changed: nothing is graded again.
+    lines: list[str] = []
+    again = grade(course, CID, jobs=2, progress=lines.append)
+    assert again == parallel and "0 to grade" in lines[0]
+    # One learner resubmits: only that submission is graded.
+    _write(course, CID, "reference", _submission(course, CID, _mutate(MUTATIONS[CID][0])))
+    lines.clear()
+    after = grade(course, CID, jobs=2, progress=lines.append)
+    assert [ln.split(":")[0] for ln in lines if ln.startswith("[")] == ["[1/1] reference"]
+    assert after["reference"]["graded_at"] >= parallel["reference"]["graded_at"]
+    assert after["reference"]["sha256"] != parallel["reference"]["sha256"]
+    assert {s: after[s] for s in after if s != "reference"} == {s: parallel[s] for s in parallel if s != "reference"}
+    assert scores(course)["reference"] == serial_scores[MUTATIONS[CID][0].name]
+    status_file = json.loads((course / "autograde" / "status" / f"{CID}.json").read_text())
+    assert status_file == after
+
+
+@pytest.mark.slow
+def test_limits_contain_failures(small_course):
+    course = small_course
+    _reset(course)
+    _write(course, CID, "reference", _submission(course, CID))
+    # Asks for far more than the limit: the allocation fails, the kernel lives on.
+    _write(course, CID, "asks_too_much", _submission(course, CID, _insert_after_first_function(
+        "import torch\ntry:\n    big = torch.ones(2**32)\nexcept RuntimeError as e:\n    print(e)\n"
+        "x = bytearray(10**10)")))
+    # Shared memory escapes the data limit; the resident-memory watchdog stops it.
+    _write(course, CID, "holds_too_much", _submission(course, CID, _insert_after_first_function(
+        "import mmap, time\nm = mmap.mmap(-1, 3 * 2**30)\nfor i in range(0, len(m), 4096):\n    m[i] = 1\n"
+        "time.sleep(60)")))
+    _write(course, CID, "kills_kernel", _submission(course, CID, _insert_after_first_function(
+        "import os\nos.kill(os.getpid(), 9)")))
+    _write(course, CID, "too_slow", _submission(course, CID, _insert_after_first_function(
+        "import time\ntime.sleep(50)")))
+
+    broken = course / "autograde" / "submitted" / "not_a_notebook" / CID / f"{CID}.ipynb"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("{ this is not JSON")
+
+    status = grade(course, CID, jobs=2, force=True, mem_limit="2G", time_limit=25)
+    got = scores(course)
+    full = got["reference"]
+    assert status["reference"]["state"] == "graded" and not status["reference"]["reasons"]
+    assert sum(full.values()) > 0
+
+    asks = status["asks_too_much"]
+    assert asks["state"] == "graded" and got["asks_too_much"] == full, asks
+    assert any("out of memory" in r and "MemoryError" in r for r in asks["reasons"]), asks
+
+    for student, words in [("holds_too_much", "memory limit"), ("kills_kernel", "kernel died"),
+                           ("too_slow", "time limit"), ("not_a_notebook", "grading failed")]:
+        s = status[student]
+        assert s["state"] == "failed" and any(words in r for r in s["reasons"]), (student, s)
+        assert not any(got.get(student, {}).values()), (student, got[student])
+    print(json.dumps({s: status[s]["reasons"] for s in status}, indent=1))
