@@ -3,7 +3,8 @@ submissions and read the gradebook.
 
 - the reference solution scores full marks;
 - the untouched release scores 0 on every autograded test, and autograde still completes;
-- each seeded mistake (tests/mutations/) loses exactly its exercise's points;
+- each seeded mistake (tests/mutations/) loses points in its exercise's tests (one or more of
+  the ``test_<exercise>*`` parts) and nowhere else;
 - each seeded correct variant (tests/mutations/) keeps full marks, and so does a correct answer
   that prints to stdout and stderr and triggers warnings every time it is called;
 - a notebook that rebinds the course's checks and references cannot fool the hidden tests;
@@ -237,15 +238,15 @@ def test_autograde_end_to_end(cid, course):
     wrong = []
     for k, group in enumerate(mistake_groups):
         got = scores[f"mistakes-{k}"]
-        for m in group:  # name the mistake whose exercise kept points
-            kept = {g: p for g, p in got.items() if _of_exercise(g, m.exercise) and p != 0}
-            if kept:
-                wrong.append(f"  {m.name} (in {m.exercise}) was not caught: {kept}")
+        for m in group:  # name the mistake whose exercise kept all its points
+            own = {g: p for g, p in got.items() if _of_exercise(g, m.exercise)}
+            if all(p == full[g] for g, p in own.items()):
+                wrong.append(f"  {m.name} (in {m.exercise}) was not caught: {own}")
         others = {g: p for g, p in got.items() if not any(_of_exercise(g, m.exercise) for m in group)
                   and p != full[g]}
         if others:
             wrong.append(f"  mistakes {[m.name for m in group]} also cost points elsewhere: {others}")
-    assert not wrong, "seeded mistakes must lose exactly their exercise's points (test_<exercise>*):\n" + \
+    assert not wrong, "seeded mistakes must lose points in their exercise's tests and nowhere else:\n" + \
         "\n".join(wrong) + f"\nfull marks: {full}"
     docked = {tuple(v.name for v in group): {g: p for g, p in scores[f"variants-{k}"].items() if p != full[g]}
               for k, group in enumerate(variant_groups) if scores[f"variants-{k}"] != full}

@@ -2,8 +2,9 @@
 
 A module ``m<chapter id>.py`` defines ``CHAPTER`` (the id) and two lists of ``Mutation``s:
 
-- ``MUTATIONS``: mistakes.  A submission carrying one must lose exactly the points of that
-  exercise's test cells (grade ids ``test_<exercise>...``) and keep every other point.  At
+- ``MUTATIONS``: mistakes.  A submission carrying one must lose points in that exercise's test
+  cells (grade ids ``test_<exercise>...``: all of them, or the parts that check what the
+  mistake breaks) and keep every other point.  At
   least one per graded exercise; write them as the mistakes learners really make, including
   nearly-right ones.
 - ``VARIANTS``: correct answers written differently from the reference (another formula,
