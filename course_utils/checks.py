@@ -365,7 +365,11 @@ def compare(
             else:
                 assert_close(g, lk, name=label, atol=atol, rtol=rtol, hint=case_hint)
         dtypes = tuple(t.dtype for _, t in _tensors(case.args) if t.is_floating_point())
-        if devices and dtypes not in seen_dtypes and not _holds_module(student):
+        # Nothing to move (only ints, say) or a module among the inputs (its weights stay put):
+        # there is no device to follow, so nothing to check.
+        movable = bool(_tensors((case.args, case.kwargs))) and not any(
+            isinstance(a, torch.nn.Module) for a in (*case.args, *case.kwargs.values()))
+        if devices and movable and dtypes not in seen_dtypes and not _holds_module(student):
             seen_dtypes.add(dtypes)
             check_device_agnostic(student, case.args, case.kwargs, name=what, hint=case_hint)
 
