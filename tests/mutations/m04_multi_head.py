@@ -1,4 +1,5 @@
-"""Chapter 04: classic mistakes in splitting/merging heads and in the multi-head layer."""
+"""Chapter 04: classic mistakes in splitting/merging heads and in the multi-head layer, and
+correct answers written in other ways (einops, view + permute, einsum, a loop over heads, ...)."""
 from tests.mutations import Mutation
 
 CHAPTER = "04_multi_head"
@@ -7,31 +8,157 @@ _MERGE = "return x.transpose(1, 2).reshape(B, N, H * D)"
 _PROJECT = """        q = split_heads(self.w_q(query), self.num_heads)  # (B, H, m, D)
         k = split_heads(self.w_k(key), self.num_heads)    # (B, H, n, D)
         v = split_heads(self.w_v(value), self.num_heads)  # (B, H, n, D)"""
+_SCORES = "scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, m, n)"
+_ZERO_ROWS = """        if mask is not None:
+            weights = weights.masked_fill(~mask, 0.0)  # a query with no allowed key: zeros, not 0/0 = NaN
+"""
+_DROP = "out = self.dropout(weights) @ v"
+_RETURN = "return self.w_o(merge_heads(out)), weights"
+_MASK_TO_SOFTMAX = """        if mask is not None:
+            if mask.dim() == 3:
+                mask = mask.unsqueeze(1)  # (B, 1, m, n) or (B, 1, 1, n): one mask for all heads
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+""" + _ZERO_ROWS
+_INIT_DROPOUT = "self.dropout = nn.Dropout(dropout)  # follows train()/eval()"
 
 MUTATIONS = [
     # split_heads
     Mutation("split_heads", "split-missing-transpose", _SPLIT, "return x.reshape(B, num_heads, N, D)"),
     Mutation("split_heads", "split-interleaved-features", _SPLIT,
              "return x.reshape(B, N, D, num_heads).permute(0, 3, 1, 2)"),
+    Mutation("split_heads", "split-transpose-wrong-dims", _SPLIT,
+             "return x.reshape(B, N, num_heads, D).transpose(2, 3)"),
+    Mutation("split_heads", "split-transpose-batch-and-heads", _SPLIT,
+             "return x.reshape(B, N, num_heads, D).transpose(0, 2)"),
     # merge_heads
     Mutation("merge_heads", "merge-missing-transpose", _MERGE, "return x.reshape(B, N, H * D)"),
     Mutation("merge_heads", "merge-heads-wrong-order", _MERGE, "return x.permute(0, 2, 3, 1).reshape(B, N, H * D)"),
-    # MultiHeadAttention
+    Mutation("merge_heads", "merge-view-not-contiguous", _MERGE, "return x.transpose(1, 2).view(B, N, H * D)"),
+    Mutation("merge_heads", "merge-transpose-wrong-dims", _MERGE, "return x.transpose(2, 3).reshape(B, N, H * D)"),
+    # MultiHeadAttention: the layer itself
     Mutation("MultiHeadAttention", "mha-inline-split-without-transpose", _PROJECT,
              """        B, m, n = query.shape[0], query.shape[1], key.shape[1]
         q = self.w_q(query).reshape(B, self.num_heads, m, self.head_dim)
         k = self.w_k(key).reshape(B, self.num_heads, n, self.head_dim)
         v = self.w_v(value).reshape(B, self.num_heads, n, self.head_dim)"""),
-    Mutation("MultiHeadAttention", "mha-heads-concatenated-wrong-order",
-             "return self.w_o(merge_heads(out)), weights",
+    Mutation("MultiHeadAttention", "mha-heads-concatenated-wrong-order", _RETURN,
              "return self.w_o(out.permute(0, 2, 3, 1).flatten(2)), weights"),
     Mutation("MultiHeadAttention", "mha-scale-by-d-model",
              "math.sqrt(self.head_dim)", "math.sqrt(self.num_heads * self.head_dim)"),
-    Mutation("MultiHeadAttention", "mha-forgets-w_o",
-             "return self.w_o(merge_heads(out)), weights", "return merge_heads(out), weights"),
+    Mutation("MultiHeadAttention", "mha-forgets-w_o", _RETURN, "return merge_heads(out), weights"),
     Mutation("MultiHeadAttention", "mha-mask-not-broadcast-over-heads",
              "mask = mask.unsqueeze(1)", "mask = mask"),
-    Mutation("MultiHeadAttention", "mha-dropout-in-eval-mode",
-             "out = self.dropout(weights) @ v",
+    Mutation("MultiHeadAttention", "mha-softmax-over-queries",
+             "weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=-2)"),
+    Mutation("MultiHeadAttention", "mha-default-mask-on-cpu", _SCORES,
+             _SCORES + "\n        if mask is None:\n"
+             "            mask = torch.ones(scores.shape[-2:], dtype=torch.bool)  # created on the CPU"),
+    # masks: fully blocked queries, per-head masks
+    Mutation("MultiHeadAttention", "mha-nan-for-fully-blocked-query", _ZERO_ROWS, ""),
+    Mutation("MultiHeadAttention", "mha-minus-1e9-fill", _MASK_TO_SOFTMAX,
+             """        if mask is not None:
+            if mask.dim() == 3:
+                mask = mask.unsqueeze(1)
+            scores = scores.masked_fill(~mask, -1e9)  # the slides' large negative number
+        weights = torch.softmax(scores, dim=-1)
+"""),
+    Mutation("MultiHeadAttention", "mha-mask-always-unsqueezed", "if mask.dim() == 3:", "if mask.dim() > 2:"),
+    # dropout
+    Mutation("MultiHeadAttention", "mha-dropout-in-eval-mode", _DROP,
              "out = nn.functional.dropout(weights, self.dropout.p, training=True) @ v"),
+    Mutation("MultiHeadAttention", "mha-dropout-on-output", f"        {_DROP}",
+             f"        out = weights @ v\n        return self.dropout(self.w_o(merge_heads(out))), weights"),
+    Mutation("MultiHeadAttention", "mha-dropout-omitted", _DROP, "out = weights @ v"),
+    Mutation("MultiHeadAttention", "mha-dropout-on-scores", "weights = torch.softmax(scores, dim=-1)",
+             "weights = torch.softmax(self.dropout(scores), dim=-1)"),
+    Mutation("MultiHeadAttention", "mha-returns-dropped-weights", _DROP,
+             "weights = self.dropout(weights)\n        out = weights @ v"),
+]
+
+_MHA_HEAD = '''class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__()
+        self.num_heads, self.head_dim = num_heads, d_model // num_heads
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+'''
+
+VARIANTS = [
+    # split_heads
+    Mutation("split_heads", "split-einops", _SPLIT, 'return rearrange(x, "b n (h d) -> b h n d", h=num_heads)'),
+    Mutation("split_heads", "split-view-permute", _SPLIT, "return x.view(B, N, num_heads, D).permute(0, 2, 1, 3)"),
+    Mutation("split_heads", "split-unflatten", _SPLIT, "return x.unflatten(-1, (num_heads, -1)).transpose(-3, -2)"),
+    Mutation("split_heads", "split-stack-blocks", _SPLIT,
+             "return torch.stack([x[..., h * D:(h + 1) * D] for h in range(num_heads)], dim=1)"),
+    Mutation("split_heads", "split-prints-and-warns", _SPLIT,
+             "import sys, warnings\n    print('split_heads got', tuple(x.shape))\n"
+             "    print('debug', file=sys.stderr)\n    warnings.warn('just a warning')\n    " + _SPLIT),
+    # merge_heads
+    Mutation("merge_heads", "merge-einops", _MERGE, 'return rearrange(x, "b h n d -> b n (h d)")'),
+    Mutation("merge_heads", "merge-contiguous-view", _MERGE, "return x.permute(0, 2, 1, 3).contiguous().view(B, N, H * D)"),
+    Mutation("merge_heads", "merge-flatten", _MERGE, "return x.transpose(1, 2).flatten(2)"),
+    Mutation("merge_heads", "merge-cat-heads", _MERGE, "return torch.cat(x.unbind(dim=1), dim=-1)"),
+    # MultiHeadAttention
+    Mutation("MultiHeadAttention", "mha-einsum", _SCORES,
+             'scores = torch.einsum("bhmd,bhnd->bhmn", q, k) * self.head_dim ** -0.5'),
+    Mutation("MultiHeadAttention", "mha-functional-dropout", _DROP,
+             "out = nn.functional.dropout(weights, p=self.dropout.p, training=self.training) @ v"),
+    Mutation("MultiHeadAttention", "mha-nan-to-num", _ZERO_ROWS,
+             "        weights = weights.nan_to_num(0.0)  # a fully blocked query: 0/0 -> 0\n"),
+    Mutation("MultiHeadAttention", "mha-torch-where", _MASK_TO_SOFTMAX,
+             """        if mask is not None:
+            if mask.dim() == 3:
+                mask = mask[:, None]
+            scores = torch.where(mask, scores, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        if mask is not None:
+            weights = torch.where(mask.any(dim=-1, keepdim=True), weights, 0.0)
+"""),
+    Mutation("MultiHeadAttention", "mha-helper-method-and-float-p", None, _MHA_HEAD.replace(
+        "self.dropout = nn.Dropout(dropout)", "self.p = dropout  # a float, used with F.dropout") + '''
+    def _attend(self, q, k, v, mask):
+        """Scaled dot-product attention of every head at once, with zero weights for fully blocked queries."""
+        scores = torch.matmul(q, k.transpose(-1, -2)) / self.head_dim ** 0.5
+        if mask is not None:
+            scores = scores.masked_fill(mask.logical_not(), float("-inf"))
+        weights = scores.softmax(dim=-1)
+        if mask is not None:
+            weights = weights.masked_fill(mask.logical_not(), 0)
+        return torch.matmul(nn.functional.dropout(weights, self.p, self.training), v), weights
+
+    def forward(self, query, key, value, mask=None):
+        if mask is not None and mask.dim() == 3:
+            mask = mask.unsqueeze(1)
+        B, m, _ = query.shape
+        q = self.w_q(query).view(B, m, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.w_k(key).view(B, -1, self.num_heads, self.head_dim).transpose(1, 2)
+        v = self.w_v(value).view(B, -1, self.num_heads, self.head_dim).transpose(1, 2)
+        out, weights = self._attend(q, k, v, mask)
+        return self.w_o(out.transpose(1, 2).contiguous().view(B, m, -1)), weights
+'''),
+    Mutation("MultiHeadAttention", "mha-loop-over-heads", None, _MHA_HEAD + '''
+    def forward(self, query, key, value, mask=None):
+        if mask is not None and mask.dim() == 3:
+            mask = mask.unsqueeze(1)  # (B, 1, m, n) or (B, 1, 1, n)
+        q, k, v = self.w_q(query), self.w_k(key), self.w_v(value)
+        D = self.head_dim
+        per_head = []
+        for h in range(self.num_heads):  # head h: its block of D features of every projection
+            s = q[..., h * D:(h + 1) * D] @ k[..., h * D:(h + 1) * D].transpose(-2, -1) / math.sqrt(D)
+            if mask is not None:
+                m_h = mask if mask.dim() == 2 else mask[:, h if mask.shape[1] > 1 else 0]  # this head's mask
+                s = s.masked_fill(~m_h, float("-inf"))
+            per_head.append(torch.softmax(s, dim=-1).nan_to_num(0.0))
+        weights = torch.stack(per_head, dim=1)  # (B, H, m, n)
+        dropped = self.dropout(weights)  # once, on all heads' weights
+        out = torch.cat([dropped[:, h] @ v[..., h * D:(h + 1) * D] for h in range(self.num_heads)], dim=-1)
+        return self.w_o(out), weights
+'''),
+    Mutation("MultiHeadAttention", "mha-prints-and-warns", _RETURN,
+             "import warnings\n        print('attention weights', tuple(weights.shape))\n"
+             "        warnings.warn('a warning from forward')\n        " + _RETURN),
 ]

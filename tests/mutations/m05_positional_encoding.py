@@ -1,5 +1,5 @@
 """Chapter 05: classic mistakes in the sinusoidal encoding (including the lecture slides' own) and
-in the learned position embedding."""
+in the learned position embedding, and correct answers written in other ways."""
 from tests.mutations import Mutation
 
 CHAPTER = "05_positional_encoding"
@@ -39,4 +39,78 @@ MUTATIONS = [
              "return x + self.weight[:n]", "return x + self.weight[-n:]"),
     Mutation("LearnedPositionalEmbedding", "learned-sequence-axis-1",
              "n = x.shape[-2]", "n = x.shape[1]"),
+    Mutation("LearnedPositionalEmbedding", "learned-adds-in-place",
+             "return x + self.weight[:n]", "x += self.weight[:n]\n        return x"),
+    Mutation("LearnedPositionalEmbedding", "learned-table-created-on-cpu",
+             "return x + self.weight[:n]",
+             "positions = torch.zeros(n, x.shape[-1], dtype=x.dtype) + self.weight[:n]  # zeros on the CPU\n"
+             "        return x + positions"),
+    Mutation("LearnedPositionalEmbedding", "learned-adds-whole-table",
+             "return x + self.weight[:n]", "return x + self.weight[:n].sum(0)"),
+]
+
+_SIN_BODY = """    position = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)              # 2i = 0, 2, 4, ...: one per pair
+    angle = position / base ** (two_i / d_model)                          # (P, d_model / 2)
+    pe = torch.zeros(num_positions, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle)
+    return pe.float()"""
+_LEARNED_INIT = "self.weight = nn.Parameter(0.02 * torch.randn(num_positions, d_model))"
+
+VARIANTS = [
+    # fixed_slides_encoding
+    Mutation("fixed_slides_encoding", "slides-exp-log", _SIN_LINE + "\n            " + _COS_LINE,
+             "freq = math.exp(-math.log(10000.0) * i / d_model)\n"
+             "            pe[pos, i] = math.sin(pos * freq)\n            pe[pos, i + 1] = math.cos(pos * freq)"),
+    Mutation("fixed_slides_encoding", "slides-torch-float32", _SIN_LINE + "\n            " + _COS_LINE,
+             "angle = torch.tensor(pos / 10000 ** (i / d_model))\n"
+             "            pe[pos, i], pe[pos, i + 1] = torch.sin(angle), torch.cos(angle)"),
+    # sinusoidal_encoding
+    Mutation("sinusoidal_encoding", "sin-exp-log-float32", _SIN_BODY, """    position = torch.arange(num_positions).unsqueeze(1).float()
+    div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(base) / d_model))
+    pe = torch.zeros(num_positions, d_model)
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe"""),
+    Mutation("sinusoidal_encoding", "sin-outer-stack", _SIN_BODY, """    freqs = 1.0 / base ** (torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
+    angle = torch.outer(torch.arange(num_positions, dtype=torch.float32), freqs)
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)  # (P, d/2, 2) -> sin, cos interleaved"""),
+    Mutation("sinusoidal_encoding", "sin-float64-returned", _SIN_BODY, _SIN_BODY.replace("return pe.float()", "return pe")),
+    Mutation("sinusoidal_encoding", "sin-python-loop", _SIN_BODY, """    pe = torch.zeros(num_positions, d_model)
+    for p in range(num_positions):
+        for i in range(d_model // 2):
+            angle = p / base ** (2 * i / d_model)
+            pe[p, 2 * i] = math.sin(angle)
+            pe[p, 2 * i + 1] = math.cos(angle)
+    return pe"""),
+    Mutation("sinusoidal_encoding", "sin-prints-and-warns", _SIN_BODY, """    import sys, warnings
+    print("building", num_positions, "positions")
+    print("debug", file=sys.stderr)
+    warnings.warn("a warning the answer triggers")
+""" + _SIN_BODY),
+    # LearnedPositionalEmbedding
+    Mutation("LearnedPositionalEmbedding", "learned-randn-std-1", _LEARNED_INIT,
+             "self.weight = nn.Parameter(torch.randn(num_positions, d_model))  # the lab report's init"),
+    Mutation("LearnedPositionalEmbedding", "learned-zeros-init", _LEARNED_INIT,
+             "self.weight = nn.Parameter(torch.zeros(num_positions, d_model))"),
+    Mutation("LearnedPositionalEmbedding", "learned-trunc-normal", _LEARNED_INIT,
+             "self.weight = nn.Parameter(torch.empty(num_positions, d_model))\n"
+             "        nn.init.trunc_normal_(self.weight, std=0.02)"),
+    Mutation("LearnedPositionalEmbedding", "learned-narrow", "return x + self.weight[:n]",
+             "return x + self.weight.narrow(0, 0, n).to(x.dtype)"),
+    Mutation("LearnedPositionalEmbedding", "learned-nn-embedding", None, """class LearnedPositionalEmbedding(nn.Module):
+    def __init__(self, num_positions, d_model):
+        super().__init__()
+        self.table = nn.Embedding(num_positions, d_model)
+
+    @property
+    def weight(self):
+        return self.table.weight
+
+    def forward(self, x):
+        print("positions:", x.shape[-2])
+        positions = torch.arange(x.shape[-2], device=x.device)
+        return x + self.table(positions)
+"""),
 ]
