@@ -92,6 +92,7 @@ sweep-cpu: $(STAMP)
 
 # ---------------------------------------------------------------- instructors (nbgrader)
 release: $(STAMP)
+	$(PY) tools/setup_cell.py
 	for id in $(IDS); do ( $(NBGRADER) generate_assignment $$id --force ) || exit 1; done
 
 # Canvas or Moodle zip -> autograde/submitted/<student>/<id>/ (course_utils/grading/collect.py)

@@ -56,3 +56,75 @@ def test_results_resolve_from_a_wheel_install(installed_env, tmp_path):
     assert out.stdout.splitlines()[1] == f"{committed} results read", out.stdout
     models = list(Path(where["results"]).glob("*.pth"))
     assert len(models) == len(list((ROOT / "results").glob("*.pth"))), "model files missing from the install"
+
+
+def _setup_cell(nb) -> str:
+    cells = [c for c in nb.cells if "course-setup" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, "a chapter notebook must open with exactly one setup cell (tools/setup_cell.py)"
+    return cells[0].source
+
+
+def test_setup_cell_installs_the_package_when_missing(installed_env, tmp_path):
+    """In an environment without the course package, the student notebook's setup cell installs
+    it (here from a wheel named by COURSE_PACKAGE, without the network) and says so."""
+    import nbformat
+
+    nb = nbformat.read(ROOT / "notebooks" / "01_qkv_retrieval" / "01_qkv_retrieval.ipynb", as_version=4)
+    env_dir = tmp_path / "bare"
+    # no pip or setuptools of its own: those of this environment (through the .pth) are new enough
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
+    python = env_dir / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    (site / "course_deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    wheel = next(installed_env.parents[2].glob("wheels/course_utils-*.whl"))
+    code = _setup_cell(nb) + "\nimport course_utils.checks\nprint('imported', course_utils.checks.__name__)\n"
+    env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "PIP_NO_INDEX": "1",
+           "COURSE_PACKAGE": str(wheel)}
+    first = subprocess.run([str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
+                           timeout=600)
+    assert first.returncode == 0, first.stdout + first.stderr[-3000:]
+    assert "Installing the course package" in first.stdout and "imported course_utils.checks" in first.stdout
+    again = subprocess.run([str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert "nothing to do" in again.stdout, again.stdout + again.stderr  # idempotent
+
+
+READS_RESULTS = ["01_qkv_retrieval", "03_scaling", "06_masking", "07_vit_cifar10", "08_tuning"]
+
+
+@pytest.mark.parametrize("cid", READS_RESULTS)
+def test_student_notebook_runs_outside_the_repository(cid, installed_env, tmp_path, monkeypatch):
+    """The student notebook, copied out of the repository and run in fast mode with the wheel
+    installed, gets to its first exercise stub; no import and no read_result fails anywhere."""
+    import json
+    import re
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    kernels = tmp_path / "jupyter" / "kernels" / "course-wheel"
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [str(installed_env), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "course (wheel)", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("COURSE_FAST", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.delenv("COURSE_RESULTS_DIR", raising=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    nb = nbformat.read(ROOT / "notebooks" / cid / f"{cid}.ipynb", as_version=4)
+    NotebookClient(nb, kernel_name="course-wheel", timeout=300, allow_errors=True,
+                   resources={"metadata": {"path": str(work)}}).execute()
+    errors = [(i, o.ename, o.evalue) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+              for o in c.outputs if o.output_type == "error"]
+    assert errors, f"{cid}: no cell failed, but the exercises are stubs"
+    assert errors[0][1] in ("NotImplementedError", "CheckFailed"), f"{cid}: first error is not a stub: {errors[0]}"
+    broken = [e for e in errors if e[1] in ("ModuleNotFoundError", "ImportError", "FileNotFoundError")]
+    assert not broken, f"{cid}: outside the repository these cells fail: {broken}"
+    names = set(re.findall(r"read_result\(\s*[\"']([\w.-]+)[\"']", "\n".join(c.source for c in nb.cells)))
+    code = ("import course_utils.results as r\n"
+            f"for n in {sorted(names)!r}: r.read_result(n)\n"
+            "print('ok')")
+    out = subprocess.run([str(installed_env), "-c", code], cwd=work, capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", f"{cid}: read_result fails outside the repository: {out.stderr[-2000:]}"

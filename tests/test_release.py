@@ -56,3 +56,13 @@ def test_source_notebook_follows_conventions(cid):
         assert any(t == f"test_{sid}" or t.startswith(f"test_{sid}_") for t in tests), \
             f"{cid}: exercise {sid!r} has no test cell named test_{sid}[...]"
     assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+
+
+def test_every_notebook_opens_with_the_current_setup_cell():
+    """The first code cell installs course_utils where it is missing, from the address in
+    _config.yml (tools/setup_cell.py writes it; `make release` runs that first)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "tools/setup_cell.py", "--check"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
