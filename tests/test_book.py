@@ -193,3 +193,46 @@ def test_chapter_page_in_browser(cid, server, browser):
     page.screenshot(path=str(SHOTS / f"{cid}.png"), full_page=True)
     page.close()
     assert not errors, "browser errors:\n" + "\n".join(errors)
+
+
+def _axe_script() -> Path | None:
+    cache = Path(os.environ.get("COURSE_CACHE", Path.home() / ".cache" / "attention-course"))
+    path = cache / "axe" / "node_modules" / "axe-core" / "axe.min.js"
+    return path if path.is_file() else None
+
+
+def _book_pages(built_book: Path) -> list[str]:
+    return sorted(p.relative_to(built_book).as_posix() for p in (built_book / "book").rglob("*.html"))
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_pages_are_accessible(mode, built_book, server, browser):
+    """axe-core's WCAG 2 A/AA rules on every page of the book, in light and dark mode, and alt
+    text on every figure (not the image's file name, which is what a figure gets by default)."""
+    axe = _axe_script()
+    if axe is None:
+        if os.environ.get("CI"):
+            pytest.fail("axe-core is missing under CI: tools/ensure_chromium.sh should have installed it")
+        pytest.skip("axe-core not installed (run tools/ensure_chromium.sh)")
+    context = browser.new_context(color_scheme=mode)
+    context.add_init_script(f"localStorage.setItem('mode', '{mode}'); localStorage.setItem('theme', '{mode}');")
+    problems = []
+    for rel in _book_pages(built_book):
+        page = context.new_page()
+        page.goto(f"{server}/{rel}", wait_until="networkidle")
+        assert page.evaluate("document.documentElement.dataset.theme") == mode, f"{rel}: not in {mode} mode"
+        page.add_script_tag(path=str(axe))
+        violations = page.evaluate(
+            "async () => (await axe.run(document, {runOnly: ['wcag2a', 'wcag2aa']})).violations"
+            ".map(v => `${v.id} (${v.impact}, ${v.nodes.length}x): ${v.nodes[0].target.join(' ')}`)")
+        problems += [f"{rel}: {v}" for v in violations]
+        unnamed = page.evaluate(
+            "Array.from(document.querySelectorAll('article img')).map(i => i.getAttribute('alt') || '')"
+            ".filter(a => !a.trim() || /\\.(png|jpe?g|svg)$/i.test(a.trim())).length")
+        if unnamed:
+            problems.append(f"{rel}: {unnamed} figure(s) without alt text (set the cell's metadata "
+                            "mystnb.image.alt in the solution notebook)")
+        page.close()
+    context.close()
+    assert not problems, f"accessibility problems in {mode} mode:\n" + "\n".join(problems)
