@@ -131,7 +131,9 @@ def _noisy(nb):
 
 # Ways a notebook could try to disable the hidden tests, each added to the perturbed (wrong)
 # answer: (student id, code).  The in-kernel integrity check fails the hidden tests for the
-# first three; the static scan flags all four.
+# first three; the static scan flags all four.  Neither depends on the chapter, so they run in
+# a chapter of functions and a chapter of modules (the course_utils rebinding runs in all).
+TAMPERING_CHAPTERS = ("01_qkv_retrieval", "07_vit_cifar10")
 TAMPERING = [
     ("tamper-isclose", "import torch\ntorch.isclose = lambda a, b, **k: torch.ones_like(a, dtype=torch.bool)\n"),
     ("tamper-tensor-all", "import torch\nsetattr(torch.Tensor, 'all', lambda self, *a, **k: torch.tensor(True))\n"),
@@ -208,7 +210,8 @@ def test_autograde_end_to_end(cid, course):
     perturbed_target = _first_function(_submission(course, cid))[1].metadata["nbgrader"]["grade_id"]
     _write(course, cid, "perturbed", _submission(course, cid, _perturb))
     _write(course, cid, "tamper", _submission(course, cid, lambda nb: _perturb(nb, tamper=True)))
-    for student, code in TAMPERING:
+    tampering = TAMPERING if cid in TAMPERING_CHAPTERS else []
+    for student, code in tampering:
         _write(course, cid, student, _submission(course, cid, _tamper_with(code)))
     looping = _submission(course, cid)
     loop_target = _loop_last_function(looping)
@@ -225,7 +228,7 @@ def test_autograde_end_to_end(cid, course):
     (ARTIFACTS / f"grading-times-{cid}.json").write_text(json.dumps({
         "submissions": len(status), "wall_s (2 jobs)": round(wall, 1),
         "per submission s (median, max)": [seconds[len(seconds) // 2], seconds[-1]],
-        "mutations": len(mutations), "variants": len(variants), "tampering": len(TAMPERING) + 1}, indent=1))
+        "mutations": len(mutations), "variants": len(variants), "tampering": len(tampering) + 1}, indent=1))
 
     scores = _scores(course, cid)
     assert scores["reference"] == full, f"the reference solution did not get full marks: {scores['reference']} vs {full}"
@@ -257,7 +260,7 @@ def test_autograde_end_to_end(cid, course):
     assert scores["tamper"] == scores["perturbed"], (
         f"disabling course_utils checks and rebinding references changed the grade: {scores['tamper']} "
         f"(the same wrong answer without tampering: {scores['perturbed']})")
-    for student, _ in TAMPERING:
+    for student, _ in tampering:
         assert status[student]["flags"], f"the grader did not flag {student}"
         if student != "tamper-swallow-errors":  # errors swallowed: nothing in the kernel can fail; flagged
             assert scores[student][f"test_{perturbed_target}"] == 0 and \
