@@ -255,7 +255,10 @@ def test_autograde_end_to_end(cid, course):
               for k, group in enumerate(variant_groups) if scores[f"variants-{k}"] != full}
     assert not docked, f"correct variants that lost points (variants graded together: the tests named): {docked}"
     assert scores["noisy"] == full, f"an answer that prints and warns lost points: {scores['noisy']}"
-    assert scores["perturbed"][f"test_{perturbed_target}"] == 0, \
+    def lost_points_in(student: str, exercise: str) -> bool:
+        return any(p < full[g] for g, p in scores[student].items() if _of_exercise(g, exercise))
+
+    assert lost_points_in("perturbed", perturbed_target), \
         f"a wrong {perturbed_target} (outputs x1.5) was not caught: {scores['perturbed']}"
     assert scores["tamper"] == scores["perturbed"], (
         f"disabling course_utils checks and rebinding references changed the grade: {scores['tamper']} "
@@ -263,7 +266,7 @@ def test_autograde_end_to_end(cid, course):
     for student, _ in tampering:
         assert status[student]["flags"], f"the grader did not flag {student}"
         if student != "tamper-swallow-errors":  # errors swallowed: nothing in the kernel can fail; flagged
-            assert scores[student][f"test_{perturbed_target}"] == 0 and \
+            assert lost_points_in(student, perturbed_target) and \
                 sum(scores[student].values()) <= sum(scores["perturbed"].values()), \
                 f"{student} gained points by tampering: {scores[student]} vs {scores['perturbed']}"
     honest = ["reference", "noisy", *(f"variants-{k}" for k in range(len(variant_groups)))]

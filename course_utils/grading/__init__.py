@@ -7,6 +7,7 @@
 - ``collect``    LMS submission zips (Canvas, Moodle) -> nbgrader's ``submitted/`` folder
 - ``autograde``  parallel, resumable autograding of a class with memory and time limits
 - ``kernel``     the grading kernel: a memory limit, and no grader secrets in its environment
+- ``forkserver`` kernels forked from a warm process that has imported torch and the course once
 - ``feedback``   private feedback: each test's points and message, never hidden-test code
 - ``export``     grades per assignment as CSV, and as a Canvas gradebook import
 

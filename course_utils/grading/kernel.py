@@ -12,6 +12,11 @@ limit counts what a process can actually write (heap and anonymous mappings): an
 past it fails at once with ``MemoryError`` (or torch's "not enough memory"), the kernel
 survives, and only the cell that asked for too much fails.
 
+With ``COURSE_FORKSERVER`` in its environment (a grading worker with a fork server, see
+``forkserver.py``), this file only asks that server for a kernel forked from a process that has
+imported torch and the course already, and stands in for it; without it, or when the server
+cannot, it starts the kernel itself as above.
+
 This file is run by path, so it imports nothing heavy and nothing from ``course_utils``.
 """
 from __future__ import annotations
@@ -54,13 +59,25 @@ def _limit_memory() -> None:
 
 
 # What the grader knows and a submission must not: the gradebook's address and password.
-_PRIVATE_ENV = ("COURSE_DB_URL", "PGPASSWORD", "PGPASSFILE")
+PRIVATE_ENV = ("COURSE_DB_URL", "PGPASSWORD", "PGPASSFILE")
+
+
+def contain() -> None:
+    """In the kernel's process, before any learner code: the memory limit, and no secrets."""
+    _limit_memory()
+    for name in PRIVATE_ENV:
+        os.environ.pop(name, None)
 
 
 def main() -> None:
-    _limit_memory()
-    for name in _PRIVATE_ENV:
-        os.environ.pop(name, None)
+    if os.environ.get("COURSE_FORKSERVER"):
+        import forkserver  # next to this file (sys.path[0]); standard library only
+
+        code = forkserver.run_forked_kernel(sys.argv[1:])
+        if code is not None:
+            forkserver.exit_like(code)
+    os.environ.pop("COURSE_FORKSERVER", None)
+    contain()
     # Run as a script, sys.path[0] is this folder; python -m ipykernel_launcher would have ''
     # there, which ipykernel_launcher removes (IPython adds the working directory back).
     del sys.path[0]

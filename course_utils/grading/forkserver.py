@@ -1,0 +1,411 @@
+"""Grading kernels forked from a warm process, instead of a fresh Python per notebook.
+
+Every notebook's first cell imports torch, matplotlib and ``course_utils``; in a fresh kernel
+that (with ipykernel itself) costs about 2 s of CPU, a large share of grading one notebook.
+A grading worker (``course_utils.grading.autograde``) therefore starts one *zygote*: a process
+that imports all of that once, runs no learner code, starts no thread, and then only forks.
+
+How a kernel starts, seen from nbgrader's kernel manager nothing changes:
+
+1. the manager runs the kernel spec's launcher, ``kernel.py -f <connection file>``; the worker
+   has put the zygote's socket in ``COURSE_FORKSERVER`` (see ``kernel.py``);
+2. the launcher (``run_forked_kernel``, standard library only) connects to the zygote and
+   sends its connection file, environment, working directory and standard streams;
+3. the zygote forks; the child takes those over, applies the memory limit and drops the
+   grader's secrets (as ``kernel.py`` does), then becomes the IPython kernel;
+4. the launcher stays as the kernel's stand-in: it forwards SIGINT/SIGTERM/SIGHUP (the per-cell
+   timeout interrupts with SIGINT) and exits with the child's status, which the zygote sends
+   when it reaps the child.  If the launcher is killed (the manager's SIGKILL, the watchdog),
+   the child sees its end of the connection close and kills its own process group: the child
+   is the zygote's child, not the launcher's, so ``PR_SET_PDEATHSIG`` cannot do it.
+
+Each submission gets a fresh fork of a zygote that never ran learner code, so nothing one
+notebook sets or patches reaches the next.  What a fork shares with its siblings, unlike a
+fresh Python: the hash seed of ``str`` (``PYTHONHASHSEED``) and the modules' import-time state
+(numpy's global generator is reseeded in each child; torch's default seed is fixed anyway).
+
+When the zygote is missing, dies, or refuses (it checks it has a single thread before it
+serves), the launcher falls back to the plain kernel; ``--no-fork-server`` turns it off.
+
+Run by path (``python forkserver.py SOCKET``) it is the zygote; the launcher imports it by
+path too, so nothing heavy is imported at the top of this file.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+
+SOCKET_ENV = "COURSE_FORKSERVER"  # the zygote's socket, in the worker's (and launcher's) environment
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# What a notebook's first cell imports (see the chapters): imported once, in the zygote.
+WARM_MODULES = ("torch", "torch.nn", "torch.nn.functional", "numpy", "matplotlib", "matplotlib.pyplot",
+                "nbformat", "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel", "course_utils",
+                "course_utils.checks", "course_utils.plots", "course_utils.runtime", "course_utils.attention",
+                "course_utils.masking", "course_utils.multihead", "course_utils.positional",
+                "course_utils.transformer", "course_utils.seq2seq_task", "course_utils.schedules",
+                "course_utils.regularization", "course_utils.grading.pristine", "course_utils.results",
+                "course_utils.vit", "course_utils.data", "course_utils.train", "course_utils.diagnosis",
+                "einops", "torchvision",
+                # PyTorch's meta-device machinery, which the hidden tests' device checks load on
+                # first use (seconds per kernel otherwise); importing it starts no thread.
+                "torch._meta_registrations", "torch._refs", "torch._decomp")
+
+
+# ------------------------------------------------------------------ wire format
+def _send(sock: socket.socket, message: dict, fds: list[int] | None = None) -> None:
+    """One message: 4-byte length, then JSON; ``fds`` travel with the length."""
+    data = json.dumps(message).encode()
+    header = struct.pack("!I", len(data))
+    if fds:
+        socket.send_fds(sock, [header], fds)
+        sock.sendall(data)
+    else:
+        sock.sendall(header + data)
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    chunks = b""
+    while len(chunks) < n:
+        chunk = sock.recv(n - len(chunks))
+        if not chunk:
+            raise EOFError("the other end closed the connection")
+        chunks += chunk
+    return chunks
+
+
+def _recv(sock: socket.socket, maxfds: int = 0) -> tuple[dict, list[int]]:
+    fds: list[int] = []
+    if maxfds:
+        header, fds, _, _ = socket.recv_fds(sock, 4, maxfds)
+        if not header:
+            raise EOFError("the other end closed the connection")
+        header += _recv_exactly(sock, 4 - len(header))
+    else:
+        header = _recv_exactly(sock, 4)
+    (length,) = struct.unpack("!I", header)
+    return json.loads(_recv_exactly(sock, length)), fds
+
+
+# ------------------------------------------------------------------ the launcher's side
+def run_forked_kernel(argv: list[str], wait_for_zygote: float = 300) -> int | None:
+    """Have the zygote fork a kernel for ``argv`` (``-f <connection file>``), stand in for it
+    until it exits, and return its exit status (negative: killed by that signal).  ``None``
+    when no kernel was forked (no zygote, or it refused): start a plain kernel instead."""
+    path = os.environ.pop(SOCKET_ENV, "")
+    if not path:
+        return None
+    pending: list[int] = []
+    child = {"pid": 0}
+
+    def forward(signum, _frame):
+        if child["pid"]:
+            try:
+                os.kill(child["pid"], signum)
+            except ProcessLookupError:
+                pass
+        else:
+            pending.append(signum)  # arrived before the fork: delivered once the child exists
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError as exc:
+        print(f"course grading: no fork server at {path} ({exc}); starting a plain kernel", file=sys.stderr)
+        return None
+    old = {s: signal.signal(s, forward) for s in _FORWARDED}
+    try:
+        # The zygote may still be importing (it accepts first): wait, but not forever.
+        sock.settimeout(wait_for_zygote)
+        _send(sock, {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(), "launcher": os.getpid()},
+              fds=[0, 1, 2])
+        reply, _ = _recv(sock)
+        if "pid" not in reply:
+            raise RuntimeError(reply.get("error", reply))
+    except (OSError, EOFError, RuntimeError, ValueError) as exc:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        sock.close()
+        if any(signum != signal.SIGINT for signum in pending):
+            return -pending[-1]  # the manager stopped this kernel while it was being made
+        print(f"course grading: the fork server did not start a kernel ({exc}); starting a plain kernel",
+              file=sys.stderr)
+        return None
+    child["pid"] = reply["pid"]
+    for signum in pending:
+        forward(signum, None)
+    sock.settimeout(None)
+    try:
+        status, _ = _recv(sock)  # {"exit": status}, sent when the zygote reaps the child
+        return int(status["exit"])
+    except EOFError:
+        # The zygote died; the child is gone too once every copy of its end is closed.
+        return 1
+
+
+def exit_like(code: int) -> None:
+    """Exit as the kernel did: with its code, or killed by the same signal."""
+    if code < 0:
+        if -code in _FORWARDED:  # our handler would forward it to nobody
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        time.sleep(1)  # a signal that does not end the process falls through to exit(1)
+        code = 1
+    sys.exit(code)
+
+
+# ------------------------------------------------------------------ the zygote
+class _Zygote:
+    def __init__(self, path: str):
+        self.path = path
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.children: dict[int, socket.socket] = {}  # kernel pid -> its launcher's connection
+        self.wake_r, self.wake_w = os.pipe()
+
+    def listen(self) -> None:
+        """Listen before warming up: a launcher that comes early waits instead of failing."""
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+        self.listener.bind(self.path)
+        self.listener.listen(64)
+
+    @staticmethod
+    def warm_up() -> None:
+        for name in WARM_MODULES:
+            try:
+                __import__(name)
+            except ImportError as exc:  # a module a later chapter adds: the kernel imports it itself
+                print(f"course grading: fork server could not import {name}: {exc}", file=sys.stderr)
+        # What exists now is never freed: the collector leaves it alone in every child, which
+        # saves the children the time and the copied pages of scanning it.
+        gc.collect()
+        gc.freeze()
+        # Forking a process with threads can leave a lock held in the child forever.
+        tasks = os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ["main"]
+        if len(tasks) != 1:
+            names = []
+            for task in tasks:
+                try:
+                    with open(f"/proc/self/task/{task}/comm") as f:
+                        names.append(f.read().strip())
+                except OSError:
+                    names.append(task)
+            raise RuntimeError(f"the fork server has {len(tasks)} threads after its imports "
+                               f"({', '.join(names)}); forking it is not safe")
+
+    def serve(self) -> None:
+        for fd in (self.wake_r, self.wake_w):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select() through the pipe
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the driver, which ends us
+        while True:
+            ready, _, _ = select.select([self.listener, self.wake_r, sys.stdin], [], [])
+            if self.wake_r in ready:
+                try:
+                    os.read(self.wake_r, 4096)
+                except BlockingIOError:
+                    pass
+            self._reap()
+            if sys.stdin in ready and not os.read(sys.stdin.fileno(), 4096):
+                return  # the worker closed our stdin or died: stop, with whatever kernels remain
+            if self.listener in ready:
+                self._accept()
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.children.pop(pid, None)
+            if conn is not None:
+                code = os.waitstatus_to_exitcode(status)  # negative: killed by that signal
+                try:
+                    _send(conn, {"exit": code})
+                except OSError:
+                    pass  # the launcher is gone already
+                conn.close()
+
+    def _accept(self) -> None:
+        conn, _ = self.listener.accept()
+        fds: list[int] = []
+        try:
+            conn.settimeout(30)
+            request, fds = _recv(conn, maxfds=3)
+            if len(fds) != 3:
+                raise ValueError(f"expected the launcher's 3 standard streams, got {len(fds)}")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+        except (OSError, EOFError, ValueError) as exc:
+            try:
+                _send(conn, {"error": f"{type(exc).__name__}: {exc}"})
+            except OSError:
+                pass
+            conn.close()
+            for fd in fds:
+                os.close(fd)
+            return
+        if pid == 0:
+            self._become_kernel(conn, request, fds)  # never returns
+        for fd in fds:
+            os.close(fd)
+        conn.settimeout(None)
+        self.children[pid] = conn
+        try:
+            _send(conn, {"pid": pid})
+        except OSError:
+            pass  # the launcher died meanwhile; the child notices the closed connection
+
+    def _become_kernel(self, conn: socket.socket, request: dict, fds: list[int]) -> None:
+        code = 1
+        try:
+            code = self._kernel(conn, request, fds)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:  # noqa: BLE001  (report it, and never return into the zygote's loop)
+            import traceback
+
+            traceback.print_exc()
+        try:
+            import atexit
+
+            atexit._run_exitfuncs()  # IPython's history and the like, as at a normal exit
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+    def _kernel(self, conn: socket.socket, request: dict, fds: list[int]) -> int:
+        """In the forked child: become the kernel the launcher asked for."""
+        os.setsid()  # its own process group: killed as one, and not by the driver's Ctrl-C
+        signal.set_wakeup_fd(-1)
+        for s in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.listener.close()
+        os.close(self.wake_r)
+        os.close(self.wake_w)
+        for other in self.children.values():
+            other.close()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        # ipykernel exits when its parent changes; the parent is this zygote, not the manager.
+        # (Its default comes from JPY_PARENT_PID, read when the zygote imported it: set it here.)
+        os.environ["JPY_PARENT_PID"] = str(os.getppid())
+        sys.argv = ["ipykernel_launcher", *request["argv"], f"--IPKernelApp.parent_handle={os.getppid()}"]
+
+        from course_utils.grading import kernel
+
+        kernel.contain()  # memory limit and secrets, exactly as a plain kernel does
+        conn.settimeout(None)  # blocking, like the zygote's copy (the flag is shared)
+        if "numpy" in sys.modules:  # every child would otherwise draw the same numbers
+            sys.modules["numpy"].random.seed()
+        self._watch_launcher(conn, request["launcher"])
+
+        from ipykernel import kernelapp
+
+        kernelapp.launch_new_instance()
+        return 0
+
+    @staticmethod
+    def _watch_launcher(conn: socket.socket, launcher: int) -> None:
+        """Die with the launcher: its end of the connection closes when it exits or is killed."""
+        import threading
+
+        def watch():
+            try:
+                while conn.recv(4096):
+                    pass
+            except OSError:
+                pass
+            os.killpg(0, signal.SIGKILL)  # the kernel and whatever it started
+
+        threading.Thread(target=watch, name="launcher-watch", daemon=True).start()
+
+
+def serve(path: str) -> None:
+    """The zygote's main: listen on ``path``, warm up, fork kernels until stdin closes."""
+    # Run by path, sys.path[0] is this folder, which a plain kernel does not have (kernel.py).
+    if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]
+    zygote = _Zygote(path)
+    zygote.listen()
+    print("listening", flush=True)
+    os.dup2(2, 1)  # nobody reads our stdout after that line: what we print goes to the log
+    try:
+        zygote.warm_up()
+        zygote.serve()
+    finally:
+        for pid in list(zygote.children):
+            try:
+                os.killpg(pid, signal.SIGKILL)  # each kernel leads its own process group
+            except ProcessLookupError:
+                pass
+        zygote.listener.close()
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+class ForkServer:
+    """The zygote of one grading worker: ``start()`` it, put ``env()`` into the environment the
+    kernels inherit, ``stop()`` it when the worker ends (it also stops when the worker dies)."""
+
+    def __init__(self, folder: str):
+        self.path = os.path.join(folder, "zygote.sock")
+        self.proc = None
+
+    def start(self, env: dict, timeout: float = 60) -> bool:
+        """Start the zygote; False (with the reason on stderr) when it does not come up."""
+        import subprocess
+
+        from course_utils.grading.kernel import PRIVATE_ENV
+
+        # The zygote never sees the grader's secrets: a forked kernel could read them back
+        # from /proc/self/environ, which is the environment its process was started with.
+        env = {k: v for k, v in env.items() if k not in PRIVATE_ENV and k != SOCKET_ENV}
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), self.path],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else b""
+        if line.strip() != b"listening":
+            print(f"course grading: the fork server did not start ({line!r}); plain kernels instead",
+                  file=sys.stderr)
+            self.stop()
+            return False
+        return True
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            self.proc.stdin.close()  # the zygote's signal to stop
+            self.proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit(f"usage: {sys.argv[0]} SOCKET (the grading driver starts it)")
+    serve(sys.argv[1])

@@ -1,0 +1,220 @@
+"""Grading kernels forked from a warm process (course_utils.grading.forkserver) on chapter 01:
+
+- the scores are those of plain kernels;
+- the per-cell timeout still interrupts an infinite loop, and the rest of the notebook runs;
+- the memory limits and a kernel that kills itself are handled as with plain kernels;
+- nothing one submission sets or patches is visible to the next one graded by the same worker;
+- killing the launcher kills the kernel; without a fork server the launcher starts a plain kernel.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import nbformat
+import psutil
+import pytest
+
+from course_utils.grading.autograde import grade
+from tests.mutations import MUTATIONS
+from tests.test_autograde_driver import (CID, _insert_after_first_function, _reset, max_points, scores,
+                                         small_course)  # noqa: F401  (small_course is a fixture)
+from tests.test_grading_e2e import _mutate, _submission, _write
+
+# A cell that says which process started its kernel, and whether another notebook's state is here.
+PROBE = """\
+import builtins, os, psutil, torch
+_parent = " ".join(psutil.Process(os.getpid()).parent().cmdline())
+print("PROBE", "forked" if "forkserver" in _parent else "plain",
+      "LEAKED" if ("LEAK" in globals() or hasattr(builtins, "leak") or hasattr(torch, "leak")
+                   or getattr(torch.isclose, "leak", False)) else "clean")
+"""
+LEAKER = """\
+import builtins, torch
+LEAK = 1
+builtins.leak = 1
+torch.leak = 1
+def _always_close(*args, **kwargs):
+    return torch.tensor(True)
+_always_close.leak = True
+torch.isclose = _always_close
+"""
+
+
+def _with_cells(*codes: str):
+    def edit(nb):
+        for code in codes:
+            _insert_after_first_function(code)(nb)
+    return edit
+
+
+def _probe(course, student: str) -> list[str]:
+    """The PROBE lines printed in ``student``'s autograded notebook."""
+    nb = nbformat.read(course / "autograde" / "autograded" / student / CID / f"{CID}.ipynb", as_version=4)
+    return [line for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+            for line in o.get("text", "").splitlines() if line.startswith("PROBE")]
+
+
+@pytest.mark.slow
+def test_same_scores_with_and_without_fork_server(small_course):
+    course = small_course
+    _reset(course)
+    _write(course, CID, "reference", _submission(course, CID, _with_cells(PROBE)))
+    _write(course, CID, "untouched", nbformat.read(course / "notebooks" / CID / f"{CID}.ipynb", as_version=4))
+    for m in MUTATIONS[CID][:2]:
+        _write(course, CID, m.name, _submission(course, CID, _mutate(m)))
+
+    plain = grade(course, CID, jobs=2, force=True, fork_server=False)
+    plain_scores = scores(course)
+    assert _probe(course, "reference") == ["PROBE plain clean"]
+    forked = grade(course, CID, jobs=2, force=True)
+    assert _probe(course, "reference") == ["PROBE forked clean"]
+    assert scores(course) == plain_scores
+    assert {s: (v["state"], v["reasons"]) for s, v in forked.items()} == \
+           {s: (v["state"], v["reasons"]) for s, v in plain.items()}
+    assert sum(plain_scores["reference"].values()) > 0 and not any(plain_scores["untouched"].values())
+
+
+@pytest.mark.slow
+def test_cell_timeout_interrupts_a_forked_kernel(small_course):
+    course = small_course
+    _reset(course)
+    _write(course, CID, "loops", _submission(course, CID, _with_cells("while True:\n    pass", PROBE)))
+    status = grade(course, CID, jobs=1, force=True, env_extra={"COURSE_CELL_TIMEOUT": "10"})
+    s = status["loops"]
+    assert s["state"] == "graded" and any("per-cell limit of 10 s" in r for r in s["reasons"]), s
+    # The cells after the loop ran in the same (forked) kernel, and every test still passed.
+    assert _probe(course, "loops") == ["PROBE forked clean"]
+    assert scores(course)["loops"] == max_points(course)
+
+
+@pytest.mark.slow
+def test_limits_contain_failures_of_forked_kernels(small_course):
+    course = small_course
+    _reset(course)
+    _write(course, CID, "reference", _submission(course, CID))
+    _write(course, CID, "asks_too_much", _submission(course, CID, _with_cells(
+        "import torch\ntry:\n    big = torch.ones(2**32)\nexcept RuntimeError as e:\n    print(e)\n"
+        "x = bytearray(10**10)", PROBE)))
+    _write(course, CID, "holds_too_much", _submission(course, CID, _insert_after_first_function(
+        "import mmap, time\nm = mmap.mmap(-1, 3 * 2**30)\nfor i in range(0, len(m), 4096):\n    m[i] = 1\n"
+        "time.sleep(60)")))
+    _write(course, CID, "kills_kernel", _submission(course, CID, _insert_after_first_function(
+        "import os\nos.kill(os.getpid(), 9)")))
+
+    status = grade(course, CID, jobs=2, force=True, mem_limit="2G", time_limit=40)
+    got = scores(course)
+    assert status["reference"]["state"] == "graded" and not status["reference"]["reasons"]
+    assert sum(got["reference"].values()) > 0
+
+    asks = status["asks_too_much"]
+    assert asks["state"] == "graded" and got["asks_too_much"] == got["reference"], asks
+    assert any("out of memory" in r and "MemoryError" in r for r in asks["reasons"]), asks
+    assert _probe(course, "asks_too_much") == ["PROBE forked clean"]
+    for student, words in [("holds_too_much", "memory limit"), ("kills_kernel", "kernel died")]:
+        s = status[student]
+        assert s["state"] == "failed" and any(words in r for r in s["reasons"]), (student, s)
+        assert not any(got.get(student, {}).values()), (student, got[student])
+
+
+@pytest.mark.slow
+def test_no_state_leaks_between_students(small_course):
+    course = small_course
+    _reset(course)
+    # One worker grades both, in this order (students are graded in sorted order).
+    _write(course, CID, "a_leaks", _submission(course, CID, _with_cells(LEAKER)))
+    _write(course, CID, "b_probes", _submission(course, CID, _with_cells(PROBE)))
+    status = grade(course, CID, jobs=1, force=True)
+    assert all(s["state"] == "graded" for s in status.values()), status
+    got = scores(course)
+    assert _probe(course, "b_probes") == ["PROBE forked clean"]
+    # The patched torch.isclose did not reach b's tests either: all of them pass.
+    assert got["b_probes"] == max_points(course)
+
+
+# ------------------------------------------------------------------ the launcher, without nbgrader
+@pytest.fixture
+def kernel_env(tmp_path, monkeypatch):
+    """A kernel spec and a running fork server, with the worker's environment."""
+    from course_utils.grading.forkserver import SOCKET_ENV, ForkServer
+    from course_utils.grading.kernel import write_kernelspec
+
+    write_kernelspec(tmp_path, 2 * 2**30)
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
+    from course_utils.grading.autograde import KERNEL_ENV
+
+    for name, value in KERNEL_ENV.items():  # one thread: an OpenMP pool would make forking unsafe
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("COURSE_DB_URL", "sqlite:///secret.db")
+    server = ForkServer(str(tmp_path))
+    assert server.start(dict(os.environ))
+    monkeypatch.setenv(SOCKET_ENV, server.path)
+    yield server
+    server.stop()
+
+
+def _run(kc, code: str) -> list[str]:
+    out: list[str] = []
+
+    def hook(msg):
+        if msg["msg_type"] == "stream":
+            out.append(msg["content"]["text"])
+        elif msg["msg_type"] == "error":
+            out.append(msg["content"]["ename"])
+
+    kc.execute_interactive(code, output_hook=hook, timeout=120)
+    return out
+
+
+def _gone(pid: int, within: float = 15) -> bool:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.slow
+def test_killing_the_launcher_kills_the_forked_kernel(kernel_env):
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        text = "".join(_run(kc, "import os, psutil, resource\n"
+                                "print(os.getpid(), psutil.Process().ppid(), os.environ.get('COURSE_DB_URL'),\n"
+                                "      resource.getrlimit(resource.RLIMIT_DATA)[0])"))
+        pid, ppid, secret, limit = text.split()
+        assert int(ppid) == kernel_env.pid and secret == "None" and int(limit) == 2 * 2**30, text
+        launcher = km.provisioner.process.pid
+        assert int(pid) != launcher
+        # SIGINT through the launcher interrupts the running cell; the kernel lives on.
+        assert "KeyboardInterrupt" in _run(kc, "import signal, time\nos.kill(%d, signal.SIGINT)\ntime.sleep(30)"
+                                           % launcher)
+        assert _run(kc, "print('alive')") == ["alive\n"]
+        os.kill(launcher, signal.SIGKILL)
+        assert _gone(int(pid)), "the forked kernel outlived its launcher"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+@pytest.mark.slow
+def test_without_fork_server_the_launcher_starts_a_plain_kernel(kernel_env, monkeypatch):
+    from jupyter_client.manager import start_new_kernel
+
+    from course_utils.grading.forkserver import SOCKET_ENV
+
+    monkeypatch.setenv(SOCKET_ENV, kernel_env.path + ".missing")
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        text = "".join(_run(kc, "import os, psutil\nprint(psutil.Process().ppid(), os.environ.get('COURSE_DB_URL'))"))
+        ppid, secret = text.split()
+        assert int(ppid) == os.getpid() and secret == "None", text
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
