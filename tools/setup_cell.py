@@ -56,12 +56,13 @@ def update(nb: nbformat.NotebookNode, source: str) -> bool:
     existing = [c for c in nb.cells if TAG in c.metadata.get("tags", [])]
     if existing:
         cell = existing[0]
-        if cell.source == source:
+        if cell.source == source and cell.execution_count:
             return False
-        cell.source = source
+        cell.source, cell.execution_count = source, cell.execution_count or 1
         return True
     first_code = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
-    cell = new_code_cell(source, metadata={"tags": [TAG, "remove-cell"]})
+    # stored as run (nbval checks outputs only of cells that have an execution count)
+    cell = new_code_cell(source, metadata={"tags": [TAG, "remove-cell"]}, execution_count=1)
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
                                            text="The course package is installed: nothing to do.\n")]
     nb.cells.insert(first_code, cell)
