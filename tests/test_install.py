@@ -14,6 +14,19 @@ from tests.helpers import ROOT
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("install")]
 
 
+def _venv_sharing_dependencies(folder: Path) -> Path:
+    """A virtual environment at ``folder`` without the course package: PyTorch and the rest come
+    from this environment's site-packages through a .pth file (plain path entries, so the
+    editable install's finder is not run from there), with no pip or setuptools of its own.
+    Returns its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    python = folder / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    (site / "course_deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    return python
+
+
 @pytest.fixture(scope="session")
 def installed_env(tmp_path_factory) -> Path:
     """A virtual environment with the course's wheel installed (non-editable, no dependencies:
@@ -23,13 +36,7 @@ def installed_env(tmp_path_factory) -> Path:
     wheels = tmp / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(wheels), str(ROOT)], check=True, capture_output=True, text=True)
-    env = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
-    python = env / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                               check=True, capture_output=True, text=True).stdout.strip())
-    # Plain path entries: the editable install's finder (a .pth hook) is not run from here.
-    (site / "course_deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    python = _venv_sharing_dependencies(tmp / "venv")
     wheel = next(wheels.glob("course_utils-*.whl"))
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)],
                    check=True, capture_output=True, text=True)
@@ -71,12 +78,7 @@ def test_setup_cell_installs_the_package_when_missing(installed_env, tmp_path):
 
     nb = nbformat.read(ROOT / "notebooks" / "01_qkv_retrieval" / "01_qkv_retrieval.ipynb", as_version=4)
     env_dir = tmp_path / "bare"
-    # no pip or setuptools of its own: those of this environment (through the .pth) are new enough
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
-    python = env_dir / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                               check=True, capture_output=True, text=True).stdout.strip())
-    (site / "course_deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    python = _venv_sharing_dependencies(env_dir)
     wheel = next(installed_env.parents[2].glob("wheels/course_utils-*.whl"))
     code = _setup_cell(nb) + "\nimport course_utils.checks\nprint('imported', course_utils.checks.__name__)\n"
     env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "PIP_NO_INDEX": "1",
