@@ -35,10 +35,10 @@ def built_book() -> Path:
     return HTML
 
 
-def _jupyter_book_build(*extra: str) -> None:
+def _jupyter_book_build(*extra: str, cwd: Path = ROOT) -> None:
     jb = Path(sys.executable).with_name("jupyter-book")
     proc = subprocess.run([str(jb), "build", ".", "-W", "--keep-going", "--all", *extra],
-                          cwd=ROOT, capture_output=True, text=True)
+                          cwd=cwd, capture_output=True, text=True)
     problems = [line for line in (proc.stdout + proc.stderr).splitlines()
                 if "WARNING" in line or "ERROR" in line or "Traceback" in line]
     assert proc.returncode == 0, ("book build failed (warnings are errors):\n" + "\n".join(problems[:20])
@@ -47,14 +47,17 @@ def _jupyter_book_build(*extra: str) -> None:
 
 @pytest.fixture(scope="session")
 def book_without_solutions(tmp_path_factory) -> Path:
-    """The book as `make book SOLUTIONS=0` builds it, into a temporary folder."""
-    out = tmp_path_factory.mktemp("book-without-solutions")
-    subprocess.run([sys.executable, "tools/book_pages.py", "--no-solutions"], cwd=ROOT, check=True)
-    try:
-        _jupyter_book_build("--path-output", str(out))
-    finally:  # leave book/chapters as `make book` writes it
-        subprocess.run([sys.executable, "tools/book_pages.py"], cwd=ROOT, check=True)
-    return out / "_build" / "html"
+    """The book as `make book SOLUTIONS=0` builds it, in a copy of the book's sources of its own
+    (the pages are written there, so nothing else that builds the book can interleave)."""
+    copy = tmp_path_factory.mktemp("book-without-solutions")
+    for name in ("book", "notebooks", "results"):
+        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("chapters", "__pycache__"))
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy2(ROOT / name, copy / name)
+    subprocess.run([sys.executable, str(ROOT / "tools" / "book_pages.py"), "--no-solutions",
+                    "--out", str(copy / "book" / "chapters")], cwd=ROOT, check=True)
+    _jupyter_book_build(cwd=copy)
+    return copy / "_build" / "html"
 
 
 def test_book_without_solutions_shows_no_solution_line(book_without_solutions):
