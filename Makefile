@@ -73,22 +73,22 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.vit_throughput
 
 train-cpu: $(STAMP)
-	$(PY) -m course_utils.train --recipe cpu --out runs/ch07_vit_cpu --result ch07_vit_cpu
-	$(PY) -m course_utils.train --recipe cpu --model resnet --out runs/ch07_resnet_cpu --result ch07_resnet_cpu
+	$(PY) -m course_utils.cli.train --recipe cpu --out runs/ch07_vit_cpu --result ch07_vit_cpu
+	$(PY) -m course_utils.cli.train --recipe cpu --model resnet --out runs/ch07_resnet_cpu --result ch07_resnet_cpu
 
 # Chapter 08's evidence (mini budget, about an hour on 2 cores; interrupted runs resume).
 sweep: $(STAMP)
-	$(PY) -m course_utils.sweep lr-range --budget mini
-	$(PY) -m course_utils.sweep ablation --budget mini
-	$(PY) -m course_utils.sweep ablation --budget mini --seeds 1 --only conv_tokenizer noam lr_half dropout
-	$(PY) -m course_utils.sweep ablation --budget small-data --only baseline schedule augment
-	$(PY) -m course_utils.sweep search --budget mini --trials 8
+	$(PY) -m course_utils.cli.sweep lr-range --budget mini
+	$(PY) -m course_utils.cli.sweep ablation --budget mini
+	$(PY) -m course_utils.cli.sweep ablation --budget mini --seeds 1 --only conv_tokenizer noam lr_half dropout
+	$(PY) -m course_utils.cli.sweep ablation --budget small-data --only baseline schedule augment
+	$(PY) -m course_utils.cli.sweep search --budget mini --trials 8
 
 # chapter 08 at chapter 07's budget (about 27 min per run); seed 0 of the recipe is chapter 07's run
 sweep-cpu: $(STAMP)
-	$(PY) -m course_utils.sweep ablation --budget cpu --only no_augment noam --adopt conv_tokenizer=runs/ch07_vit_cpu
-	$(PY) -m course_utils.sweep ablation --budget cpu --only conv_tokenizer --seeds 1
-	$(PY) -m course_utils.sweep ablation --budget cpu --only noam --seeds 1
+	$(PY) -m course_utils.cli.sweep ablation --budget cpu --only no_augment noam --adopt conv_tokenizer=runs/ch07_vit_cpu
+	$(PY) -m course_utils.cli.sweep ablation --budget cpu --only conv_tokenizer --seeds 1
+	$(PY) -m course_utils.cli.sweep ablation --budget cpu --only noam --seeds 1
 
 # ---------------------------------------------------------------- instructors (nbgrader)
 release: $(STAMP)
@@ -98,22 +98,22 @@ release: $(STAMP)
 # Canvas or Moodle zip -> autograde/submitted/<student>/<id>/ (course_utils/grading/collect.py)
 collect: $(STAMP)
 	@test -n "$(ZIP)" -a -n "$(ID)" || (echo "usage: make collect ZIP=submissions.zip ID=<assignment id>"; exit 2)
-	$(PY) -m course_utils.grading.collect "$(ZIP)" $(ID) --course autograde
+	$(PY) -m course_utils.cli.collect "$(ZIP)" $(ID) --course autograde
 
 # Parallel, resumable, with per-submission memory and time limits (course_utils/grading/autograde.py):
 # JOBS workers (default: one per core), only new or changed submissions unless FORCE=1.
 autograde: $(STAMP)
 	@test -n "$(ID)" || (echo "usage: make autograde ID=<assignment id> [JOBS=N] [FORCE=1]"; exit 2)
-	$(PY) -m course_utils.grading.autograde $(ID) $(if $(JOBS),--jobs $(JOBS)) $(if $(FORCE),--force)
+	$(PY) -m course_utils.cli.autograde $(ID) $(if $(JOBS),--jobs $(JOBS)) $(if $(FORCE),--force)
 
 # Private feedback: each test's points and message, never the hidden tests' code.
 feedback: $(STAMP)
 	@test -n "$(ID)" || (echo "usage: make feedback ID=<assignment id>"; exit 2)
-	$(PY) -m course_utils.grading.feedback $(ID)
+	$(PY) -m course_utils.cli.feedback $(ID)
 
 # autograde/grades/<id>.csv per assignment and autograde/grades/canvas.csv (course_utils/grading/export.py)
 grades: $(STAMP)
-	$(PY) -m course_utils.grading.export --course autograde
+	$(PY) -m course_utils.cli.export --course autograde
 
 clean:
 	rm -rf _build book/chapters

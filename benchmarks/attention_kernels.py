@@ -10,7 +10,7 @@ It measures, in one run on one machine:
 
 (a) **Time per call** of four ways to compute softmax(Q K^T / sqrt(d)) V on float32 inputs
     of shape ``(1, HEADS, n, 64)`` for n = 256 ... 4096: the readable reference that returns
-    the weights (``course_utils.attention.scaled_dot_product_attention``), its fast path
+    the weights (``course_utils.references.attention.scaled_dot_product_attention``), its fast path
     (``need_weights=False``), PyTorch's ``torch.nn.functional.scaled_dot_product_attention``
     called directly, and ``chunked_attention``.  Every method gets one warm-up call.  Then the
     fast path and PyTorch are called alternately (A B, B A, ...; so neither always runs right
@@ -56,7 +56,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from course_utils import attention
+from course_utils.references import attention
 from course_utils.results import write_result
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ Both deliver normalised, randomly cropped (padding 4) and flipped 32x32 CIFAR-10
 
 - baseline: torchvision's classic recipe, one PIL image at a time in 2 worker processes
   (``RandomCrop(32, padding=4)``, ``RandomHorizontalFlip``, ``ToTensor``, ``Normalize``);
-- course: ``course_utils.data.BatchLoader`` (uint8 tensors in memory, one gather per batch).
+- course: ``course_utils.training.data.BatchLoader`` (uint8 tensors in memory, one gather per batch).
 
 The two are measured alternately in one run (after a warm-up batch each) and the median of
 the repeats is reported with their ratio.
@@ -23,7 +23,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 from torchvision import transforms
 
-from course_utils import data as cdata
+from course_utils.training import data as cdata
 from course_utils.results import write_result
 
 BATCH, BATCHES, REPEATS = 256, 30, 3

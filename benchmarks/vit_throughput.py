@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from course_utils.results import write_result
-from course_utils.vit import ViT, count_parameters
+from course_utils.references.vit import ViT, count_parameters
 
 CFG = dict(img_size=32, patch_size=4, num_classes=10, dim=192, depth=6, num_heads=3, mlp_dim=384)
 BATCH, STEPS, ROUNDS = 128, 1, 41

@@ -1,20 +1,19 @@
-"""Shared code of the attention course: reference implementations, checks, plots, runtime.
+"""Shared code of the attention course, in tiers (each tier may import only the tiers above it):
 
-Modules (import the one you need, e.g. ``from course_utils import attention``):
-
-- ``runtime``   device choice, seeding, fast-mode detection
-- ``attention`` reference attention functions (ch. 01-03)
-- ``masking``   masks and the masked softmax (ch. 06, used by every reference)
-- ``multihead`` split/merge heads and multi-head attention (ch. 04)
-- ``positional`` sinusoidal, learned, 2-D and relative/rotary position encodings (ch. 05)
-- ``transformer`` encoder-decoder Transformer and decoding (ch. 06); ``seq2seq_task`` its toy task
-- ``vit``, ``resnet`` the Vision Transformer and the CNN baseline (ch. 07)
-- ``data``, ``train`` CIFAR-10 loading/augmentation and the trainer (ch. 07-08)
-- ``schedules``, ``regularization`` learning-rate schedules, label smoothing, MixUp/CutMix (ch. 08)
-- ``results``   provenance-stamped result files (every number the book states)
-- ``checks``    helpers for visible and hidden tests
-- ``grading``   pristine copies of checks and references for hidden tests
-- ``plots``     heatmaps and other figures
+- top level: ``settings`` (every ``COURSE_*`` variable), ``runtime`` (device, seeds, fast
+  mode), ``files`` (atomic writes), ``results`` (provenance-stamped result files: every number
+  the book states), ``plots`` (figures), ``analysis`` (looking inside models for figures);
+- ``references/``: the graded references, pure tensor code, one module per idea, each naming
+  the chapter and exercises it backs (attention, masking, multihead, positional, decoding, vit,
+  schedules, regularization, diagnosis);
+- ``models/``: networks the chapters build from the references (the encoder-decoder
+  ``transformer``, the ``resnet`` baseline, ``torch_interop`` with PyTorch's attention layer);
+- ``training/``: CIFAR-10 ``data``, ``recipes`` (typed configs), the ``trainer`` (the one
+  optimisation loop), and what trains through it: chapter 04's ``toy_task``, chapter 06's
+  ``seq2seq_task``, chapter 08's ``sweep``;
+- ``grading/``: ``checks`` (visible and hidden tests), ``pristine`` copies, ``isolation``
+  helpers, test ``doubles``, and the instructor's class-grading machinery;
+- ``cli/``: thin command-line programs (``python -m course_utils.cli.<name> --help``).
 
 Internal imports are relative so that ``grading.pristine()`` can load a private copy.
 """

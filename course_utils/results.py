@@ -15,11 +15,11 @@ import platform
 import shlex
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from . import settings
+from .files import atomic_path
 
 INSTALLED_RESULTS = Path("share") / "attention-course" / "results"  # pyproject.toml's data-files
 
@@ -159,12 +159,8 @@ def write_result(name: str, data: dict[str, Any], *, dataset: str, split: str | 
                                        git_commit=git_commit),
               "data": data}
     path = directory / f"{name}.json"
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(record, fh, indent=1, sort_keys=False, default=float)
-        fh.write("\n")
-    os.chmod(tmp, 0o644)  # mkstemp creates private files; results are for everyone
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(record, indent=1, sort_keys=False, default=float) + "\n")
     return path
 
 

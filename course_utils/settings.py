@@ -1,6 +1,6 @@
 """Every environment variable the course reads, in one place.
 
-    python -m course_utils.settings      # prints the table below with the current values
+    python -m course_utils.cli.settings      # prints the table below with the current values
 
 | variable | default | what it does |
 |---|---|---|
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,16 +51,3 @@ def get(name: str) -> str | None:
     if value:
         return value
     return os.path.expanduser(setting.default) if setting.default else None
-
-
-def main() -> int:
-    width = max(len(n) for n in SETTINGS)
-    for s in SETTINGS.values():
-        value = os.environ.get(s.name)
-        shown = f"= {value}" if value else f"(default {s.default})" if s.default else "(unset)"
-        print(f"{s.name:<{width}}  {shown:<34}  {s.about}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

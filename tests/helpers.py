@@ -8,8 +8,7 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
-_HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS(.*?)### END HIDDEN TESTS", re.S)
-_SOLUTION = re.compile(r"### BEGIN SOLUTION(.*?)### END SOLUTION", re.S)
+from course_utils.grading.markers import HIDDEN as _HIDDEN, SOLUTION as _SOLUTION  # noqa: E402
 MIN_LEN = 12  # shorter lines ("cases = []") are too generic to prove a leak
 
 

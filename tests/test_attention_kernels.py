@@ -1,4 +1,4 @@
-"""The chapter 02/03 references in course_utils.attention against PyTorch and against the formulas.
+"""The chapter 02/03 references in course_utils.references.attention against PyTorch and against the formulas.
 
 - ``self_attention`` and ``SelfAttentionHead`` against a per-token loop and against
   ``torch.nn.functional.scaled_dot_product_attention`` with ``scale=1``;
@@ -20,7 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.overrides import TorchFunctionMode
 
-from course_utils import attention, checks
+from course_utils.references import attention
+from course_utils.grading import checks
 
 DTYPES = [torch.float32, torch.float64]
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

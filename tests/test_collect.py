@@ -50,7 +50,7 @@ def make_zip(path: Path, entries: list[tuple[str, str, tuple]]) -> Path:
 
 
 def run_collect(course: Path, zip_path: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "course_utils.grading.collect", str(zip_path), AID,
+    proc = subprocess.run([sys.executable, "-m", "course_utils.cli.collect", str(zip_path), AID,
                            "--course", str(course / "autograde")],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr

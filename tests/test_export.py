@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
+from course_utils.cli import export as export_cli
 from course_utils.grading import export
 from tests.helpers import ROOT
 
@@ -59,7 +60,7 @@ def course(tmp_path, monkeypatch):
     (course / "status").mkdir()
     (course / "status" / f"{AID}.json").write_text(json.dumps({
         "zoe-muller": {"sha256": "0" * 64, "state": "failed", "reasons": ["memory limit (2 GiB) exceeded"],
-                       "flags": ["rebinds course_utils.checks"], "seconds": 12.5, "graded_at": "2026-03-02T10:00:00"},
+                       "flags": ["rebinds course_utils.grading.checks"], "seconds": 12.5, "graded_at": "2026-03-02T10:00:00"},
         "asmith": {"sha256": "1" * 64, "state": "graded", "reasons": [], "flags": [], "seconds": 30.1,
                    "graded_at": "2026-03-02T10:00:00"}}))
     return course
@@ -79,7 +80,7 @@ def test_per_assignment_csv(course):
     assert rows["asmith"] == dict(student_id="asmith", score="10", max_score="10", late_penalty="0",
                                         raw_score="10", submitted_at="2026-03-01 11:00:00", flags="")
     assert (rows["2222"]["score"], rows["2222"]["raw_score"], rows["2222"]["late_penalty"]) == ("4.5", "5.5", "1")
-    assert rows["zoe-muller"]["flags"] == "memory limit (2 GiB) exceeded; rebinds course_utils.checks"
+    assert rows["zoe-muller"]["flags"] == "memory limit (2 GiB) exceeded; rebinds course_utils.grading.checks"
     assert rows["nobody"]["flags"] == rows["rosteronly"]["flags"] == "no submission"
     assert rows["nobody"]["score"] == "0"
 
@@ -112,10 +113,10 @@ def test_canvas_csv(course):
 def test_canvas_assignment_ids_and_cli(course, capsys):
     (course / "canvas_assignments.csv").write_text(
         f"assignment,canvas_assignment_id,canvas_name\n{AID},55501,Chapter 1: retrieval\n")
-    assert export.main(["--course", str(course)]) == 0
+    assert export_cli.main(["--course", str(course)]) == 0
     out = capsys.readouterr().out
     assert "canvas.csv" in out and "nobody, zoe-muller" in out
     header = (course / "grades" / "canvas.csv").read_text().splitlines()[0]
     assert header.endswith(",Chapter 1: retrieval (55501)")
-    assert export.main(["--course", str(course), "--assignment", "99_nope"]) == 2
+    assert export_cli.main(["--course", str(course), "--assignment", "99_nope"]) == 2
     assert "not in the gradebook: 99_nope" in capsys.readouterr().err

@@ -104,9 +104,9 @@ def _perturb(nb, tamper: bool = False):
             f"    out = _honest_{name}(*args, **kwargs)\n"
             f"    return tuple(o * 1.5 for o in out) if isinstance(out, tuple) else out * 1.5\n")
     if tamper:
-        code += ("import sys, course_utils.checks\n"
+        code += ("import sys, course_utils.grading.checks\n"
                  "for _n in ('assert_close', 'assert_shape', 'compare', 'rows_sum_to_one', 'passed', 'forbid_calls'):\n"
-                 "    setattr(course_utils.checks, _n, lambda *a, **k: None)\n"
+                 "    setattr(course_utils.grading.checks, _n, lambda *a, **k: None)\n"
                  "for _m in list(sys.modules.values()):\n"
                  f"    if getattr(_m, '__name__', '').startswith('course_utils') and hasattr(_m, {name!r}):\n"
                  f"        setattr(_m, {name!r}, {name})\n")

@@ -80,13 +80,13 @@ def test_setup_cell_installs_the_package_when_missing(installed_env, tmp_path):
     env_dir = tmp_path / "bare"
     python = _venv_sharing_dependencies(env_dir)
     wheel = next(installed_env.parents[2].glob("wheels/course_utils-*.whl"))
-    code = _setup_cell(nb) + "\nimport course_utils.checks\nprint('imported', course_utils.checks.__name__)\n"
+    code = _setup_cell(nb) + "\nimport course_utils.grading.checks\nprint('imported', course_utils.grading.checks.__name__)\n"
     env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "PIP_NO_INDEX": "1",
            "COURSE_PACKAGE": str(wheel)}
     first = subprocess.run([str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
                            timeout=600)
     assert first.returncode == 0, first.stdout + first.stderr[-3000:]
-    assert "Installing the course package" in first.stdout and "imported course_utils.checks" in first.stdout
+    assert "Installing the course package" in first.stdout and "imported course_utils.grading.checks" in first.stdout
     again = subprocess.run([str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert "nothing to do" in again.stdout, again.stdout + again.stderr  # idempotent
 

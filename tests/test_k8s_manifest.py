@@ -23,7 +23,7 @@ from tests.helpers import ROOT  # noqa: E402
 
 K8S = ROOT / "autograde" / "k8s"
 API_VERSIONS = {"v1", "batch/v1", "networking.k8s.io/v1"}
-MODULE = "course_utils.grading.autograde"
+MODULE = "course_utils.cli.autograde"
 
 sys.path.insert(0, str(K8S))
 import render_job  # noqa: E402

@@ -11,12 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from course_utils import masking, seq2seq_task, transformer
-from course_utils.masking import (causal_mask, combined_mask, dependence_matrix, key_mask, masked_softmax,
-                                  padding_mask, to_additive_mask)
-from course_utils.multihead import MultiHeadAttention
-from course_utils.transformer import (CopyModel, Seq2SeqTransformer, beam_search, decoder_self_mask, greedy_decode,
-                                      sample_decode)
+from course_utils.references import masking
+from course_utils.training import seq2seq_task
+from course_utils.models import transformer
+from course_utils.references.masking import causal_mask, combined_mask, key_mask, masked_softmax, padding_mask, to_additive_mask
+from course_utils.analysis import dependence_matrix
+from course_utils.references.multihead import MultiHeadAttention
+from course_utils.grading.doubles import CopyModel
+from course_utils.models.transformer import Seq2SeqTransformer, decoder_self_mask
+from course_utils.references.decoding import beam_search, greedy_decode, sample_decode
 
 DTYPES = [torch.float32, torch.float64]
 
@@ -150,7 +153,7 @@ def test_masked_softmax_in_float16_and_the_large_negative_number_trap():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_masked_attention_matches_pytorch_fused_attention(dtype):
-    from course_utils.attention import scaled_dot_product_attention
+    from course_utils.references.attention import scaled_dot_product_attention
 
     g = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(2, 3, 5, 8, generator=g, dtype=dtype) for _ in range(3))

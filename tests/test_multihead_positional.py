@@ -1,4 +1,4 @@
-"""Unit tests of course_utils.multihead and course_utils.positional (chapters 04 and 05).
+"""Unit tests of course_utils.references.multihead and course_utils.references.positional (chapters 04 and 05).
 
 Multi-head attention is checked against torch.nn.MultiheadAttention with copied weights (both
 directions, with masks in both conventions); the encodings against direct loops over their
@@ -14,8 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from course_utils import checks, multihead, positional
-from course_utils.masking import causal_mask, padding_mask
+from course_utils.grading import checks, isolation
+from course_utils.models import torch_interop
+from course_utils.references import multihead, positional
+from course_utils.training import toy_task
+from course_utils.references.masking import causal_mask, padding_mask
 
 DTYPES = [torch.float32, torch.float64]
 
@@ -74,7 +77,7 @@ def _random_mask(shape, seed):
 def test_mha_matches_torch_after_copying_weights(dtype, bias, b, m, n, d, h):
     torch.manual_seed(0)
     ours = multihead.MultiHeadAttention(d, h, bias=bias).to(dtype).eval()
-    theirs = multihead.to_torch_mha(ours)
+    theirs = torch_interop.to_torch_mha(ours)
     assert theirs.batch_first and theirs.in_proj_weight.dtype == dtype
     q = checks.random_tensor(b, m, d, dtype=dtype, seed=1)
     k = checks.random_tensor(b, n, d, dtype=dtype, seed=2)
@@ -83,7 +86,7 @@ def test_mha_matches_torch_after_copying_weights(dtype, bias, b, m, n, d, h):
              _random_mask((b, h, m, n), 7)]
     for mask in masks:
         out, weights = ours(q, k, v, mask=mask)
-        kwargs = {} if mask is None else {"attn_mask": multihead.torch_attn_mask(mask, b, h, m, n)}
+        kwargs = {} if mask is None else {"attn_mask": torch_interop.torch_attn_mask(mask, b, h, m, n)}
         t_out, t_weights = theirs(q, k, v, need_weights=True, average_attn_weights=False, **kwargs)
         torch.testing.assert_close(out, t_out, **_tol(dtype))
         torch.testing.assert_close(weights, t_weights, **_tol(dtype))
@@ -97,7 +100,7 @@ def test_torch_weights_load_into_the_course_module(dtype):
     with torch.no_grad():  # PyTorch initialises the biases to 0: make them matter
         theirs.in_proj_bias.normal_()
         theirs.out_proj.bias.normal_()
-    ours = multihead.from_torch_mha(theirs)
+    ours = torch_interop.from_torch_mha(theirs)
     assert isinstance(ours, multihead.MultiHeadAttention) and ours.w_q.weight.dtype == dtype
     x = checks.random_tensor(2, 5, 16, dtype=dtype, seed=8)
     out, weights = ours(x, x, x)
@@ -105,7 +108,7 @@ def test_torch_weights_load_into_the_course_module(dtype):
     torch.testing.assert_close(out, t_out, **_tol(dtype))
     torch.testing.assert_close(weights, t_weights, **_tol(dtype))
     # and back again: the round trip is exact
-    again = multihead.to_torch_mha(ours)
+    again = torch_interop.to_torch_mha(ours)
     for name, param in theirs.state_dict().items():
         torch.testing.assert_close(again.state_dict()[name], param, rtol=0, atol=0)
 
@@ -114,7 +117,7 @@ def test_key_padding_mask_means_the_opposite():
     """The course's padding mask (True = real token) is PyTorch's key_padding_mask negated."""
     torch.manual_seed(2)
     ours = multihead.MultiHeadAttention(8, 2).eval()
-    theirs = multihead.to_torch_mha(ours)
+    theirs = torch_interop.to_torch_mha(ours)
     lengths = torch.tensor([5, 3, 1])
     keep = padding_mask(lengths, 5)  # (B, n), True = may attend
     x = checks.random_tensor(3, 5, 8, seed=9)
@@ -130,18 +133,18 @@ def test_key_padding_mask_means_the_opposite():
 def test_causal_mask_and_fully_blocked_rows():
     torch.manual_seed(3)
     ours = multihead.MultiHeadAttention(8, 2).eval()
-    theirs = multihead.to_torch_mha(ours)
+    theirs = torch_interop.to_torch_mha(ours)
     x = checks.random_tensor(2, 4, 8, seed=10)
     mask = causal_mask(4)
     out, _ = ours(x, x, x, mask=mask)
-    t_out, _ = theirs(x, x, x, attn_mask=multihead.torch_attn_mask(mask, 2, 2, 4, 4), is_causal=False)
+    t_out, _ = theirs(x, x, x, attn_mask=torch_interop.torch_attn_mask(mask, 2, 2, 4, 4), is_causal=False)
     torch.testing.assert_close(out, t_out)
     # A query with nothing to attend to: zero weights in the course, NaN in PyTorch.
     blocked = mask.clone()
     blocked[0] = False
     out, weights = ours(x, x, x, mask=blocked)
     assert torch.isfinite(out).all() and (weights[:, :, 0] == 0).all()
-    t_out, _ = theirs(x, x, x, attn_mask=multihead.torch_attn_mask(blocked, 2, 2, 4, 4))
+    t_out, _ = theirs(x, x, x, attn_mask=torch_interop.torch_attn_mask(blocked, 2, 2, 4, 4))
     assert torch.isnan(t_out[:, 0]).all()
 
 
@@ -157,18 +160,18 @@ def test_dropout_is_off_in_eval_and_on_in_train():
     c, wc = mha(x, x, x)
     assert not torch.allclose(a, c)
     torch.testing.assert_close(wc, wa)  # weights are returned before dropout
-    assert multihead.to_torch_mha(mha).dropout == 0.5
+    assert torch_interop.to_torch_mha(mha).dropout == 0.5
 
 
 def test_conversion_errors():
     with pytest.raises(TypeError, match="w_q, w_k, w_v, w_o"):
-        multihead.to_torch_mha(nn.Linear(4, 4))
+        torch_interop.to_torch_mha(nn.Linear(4, 4))
     with pytest.raises(ValueError, match="kdim/vdim"):
-        multihead.from_torch_mha(nn.MultiheadAttention(8, 2, kdim=4, vdim=4))
+        torch_interop.from_torch_mha(nn.MultiheadAttention(8, 2, kdim=4, vdim=4))
     with pytest.raises(ValueError, match="add_bias_kv"):
-        multihead.from_torch_mha(nn.MultiheadAttention(8, 2, add_bias_kv=True))
+        torch_interop.from_torch_mha(nn.MultiheadAttention(8, 2, add_bias_kv=True))
     with pytest.raises(TypeError, match="bool"):
-        multihead.torch_attn_mask(torch.ones(3, 3), 1, 1, 3, 3)
+        torch_interop.torch_attn_mask(torch.ones(3, 3), 1, 1, 3, 3)
 
 
 def test_parameter_count_does_not_depend_on_the_number_of_heads():
@@ -181,14 +184,14 @@ def test_reference_heads_swaps_and_restores():
         return "mine"
 
     namespace = {"split_heads": mine_split}
-    with multihead.reference_heads(namespace):
-        assert namespace["split_heads"] is multihead._SPLIT_HEADS
-        assert namespace["merge_heads"] is multihead._MERGE_HEADS
+    with isolation.reference_heads(namespace):
+        assert namespace["split_heads"] is isolation._SPLIT_HEADS
+        assert namespace["merge_heads"] is isolation._MERGE_HEADS
     assert namespace == {"split_heads": mine_split}
 
 
 def test_toy_task_targets_are_the_neighbours():
-    tokens, targets = multihead.prev_next_batch(4, 6, 10, generator=torch.Generator().manual_seed(0))
+    tokens, targets = toy_task.prev_next_batch(4, 6, 10, generator=torch.Generator().manual_seed(0))
     for i in range(6):
         torch.testing.assert_close(targets[:, i, 0], tokens[:, (i - 1) % 6])
         torch.testing.assert_close(targets[:, i, 1], tokens[:, (i + 1) % 6])
@@ -197,12 +200,12 @@ def test_toy_task_targets_are_the_neighbours():
 @pytest.mark.slow
 def test_two_heads_learn_the_toy_task():
     torch.manual_seed(0)
-    model = multihead.ToyAttentionModel(10, 8, 32, multihead.MultiHeadAttention(32, 2))
+    model = toy_task.ToyAttentionModel(10, 8, 32, multihead.MultiHeadAttention(32, 2))
     threads = torch.get_num_threads()
-    multihead.train_toy(model, seq_len=8, steps=400)
+    toy_task.train_toy(model, seq_len=8, steps=400)
     assert torch.get_num_threads() == threads and not model.training
-    tokens, targets = multihead.prev_next_batch(500, 8, 10, generator=torch.Generator().manual_seed(1))
-    assert (multihead.toy_accuracy(model, tokens, targets) > 0.99).all()
+    tokens, targets = toy_task.prev_next_batch(500, 8, 10, generator=torch.Generator().manual_seed(1))
+    assert (toy_task.toy_accuracy(model, tokens, targets) > 0.99).all()
 
 
 # ------------------------------------------------------------------ sinusoidal encoding

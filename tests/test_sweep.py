@@ -9,11 +9,12 @@ import os
 import pytest
 import torch
 
-from course_utils import data as cdata
-from course_utils import sweep
-from course_utils.diagnosis import diagnose_curves
-from course_utils.schedules import noam_lr, warmup_cosine_lr
-from course_utils.train import RECIPES, lr_factor
+from course_utils.training import data as cdata
+from course_utils.training import sweep
+from course_utils.references.diagnosis import diagnose_curves
+from course_utils.references.schedules import noam_lr, warmup_cosine_lr
+from course_utils.training.recipes import RECIPES
+from course_utils.training.trainer import lr_factor
 
 
 def test_lr_factor_schedules_follow_the_references():
@@ -25,7 +26,7 @@ def test_lr_factor_schedules_follow_the_references():
     assert math.isclose(noam(39) / noam(9), noam_lr(40, 64, 10) / noam_lr(10, 64, 10))
     assert noam(0) < noam(5) < noam(9) > noam(50)
     constant = lr_factor("constant", 100, 4)
-    assert [constant(s) for s in (0, 3, 50)] == [0.25, 1.0, 1.0]
+    assert [constant(s) for s in (0, 2, 4, 50)] == [0.0, 0.5, 1.0, 1.0]  # the warm-up of warmup_cosine_lr
     assert lr_factor("constant", 100, 0)(0) == 1.0
     with pytest.raises(ValueError, match="unknown schedule"):
         lr_factor("step", 100, 0)
@@ -70,7 +71,7 @@ def tiny():
     """A seconds-per-run budget on synthetic images."""
     base = dataclasses.replace(RECIPES["smoke"], name="tiny", epochs=2, batch_size=64, schedule="constant",
                                augment=False, label_smoothing=0.0, weight_decay=0.0, warmup_epochs=0)
-    budget = sweep.Budget("tiny", base, train_images=None, about="test budget")
+    budget = sweep.Budget("tiny", base, train_images=None)
     split = cdata.split_validation(cdata.synthetic_cifar(n_train=640, n_test=64), val_size=128)
     return budget, split
 

@@ -18,12 +18,12 @@ FLAGGED = {
     "Tensor method through from-import": "from torch import Tensor\nTensor.all = lambda self: True",
     "setattr on a torch class": "import torch\nsetattr(torch.Tensor, 'all', len)",
     "functional": "import torch.nn.functional as F\nF.softmax = None",
-    "course_utils checks": "from course_utils import checks\nchecks.assert_close = lambda *a, **k: None",
-    "computed setattr on course_utils": "import course_utils.checks\nfor n in ['compare']:\n"
-                                        "    setattr(course_utils.checks, n, None)",
+    "course_utils checks": "from course_utils.grading import checks\nchecks.assert_close = lambda *a, **k: None",
+    "computed setattr on course_utils": "import course_utils.grading.checks\nfor n in ['compare']:\n"
+                                        "    setattr(course_utils.grading.checks, n, None)",
     "builtins": "import builtins\nbuiltins.abs = lambda x: 0",
     "__builtins__": "__builtins__.len = lambda x: 0",
-    "sys.modules": "import sys\nsys.modules['course_utils.checks'] = None",
+    "sys.modules": "import sys\nsys.modules['course_utils.grading.checks'] = None",
     "swallowed errors": "get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)",
     "excepthook": "import sys\nsys.excepthook = print",
     "deleting a function": "import torch\ndel torch.isclose",
@@ -50,7 +50,7 @@ def test_scan_leaves_ordinary_code_alone(label):
 
 
 def test_scan_notebook_names_cell_and_line(tmp_path):
-    nb = new_notebook(cells=[new_code_cell("import torch\nfrom course_utils import checks"),
+    nb = new_notebook(cells=[new_code_cell("import torch\nfrom course_utils.grading import checks"),
                              new_code_cell("x = 1\ntorch.isclose = None")])
     path = tmp_path / "a.ipynb"
     nbformat.write(nb, path)
@@ -61,7 +61,9 @@ _KERNEL = """
 import builtins, torch
 import course_utils, torchvision, matplotlib.pyplot, einops
 from course_utils.grading import pristine
-from course_utils import vit, train, data, transformer, multihead, positional
+from course_utils.references import vit, multihead, positional
+from course_utils.training import data, trainer
+from course_utils.models import transformer
 pristine()  # the course's own imports rebind nothing
 for tamper, home, name in [
     ("torch.isclose = torch.eq", torch, "isclose"),

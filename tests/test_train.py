@@ -17,11 +17,11 @@ from tests.helpers import ROOT
 
 pytestmark = pytest.mark.xdist_group("train")  # CPU-heavy: keep the two runs on one worker
 
-CMD = [sys.executable, "-m", "course_utils.train", "--recipe", "smoke", "--fast"]
+CMD = [sys.executable, "-m", "course_utils.cli.train", "--recipe", "smoke", "--fast"]
 
 
-def _run(args, **kw):
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+def _run(args, env=None, **kw):
+    env = env or dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.run(CMD + args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, **kw)
 
 
@@ -67,13 +67,13 @@ def test_killed_run_resumes_and_matches_uninterrupted_run(tmp_path):
 def test_two_processes_match_one_on_the_same_global_batch(tmp_path):
     common = ["--set", "augment=false", "fast_epochs=2"]  # augmentation draws differ per process
     single = tmp_path / "single"
-    proc = _run(["--out", str(single), *common])
+    proc = _run(["--out", str(single), *common], env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1"))
     assert proc.returncode == 0, proc.stderr[-3000:]
 
     ddp = tmp_path / "ddp"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                           "-m", "course_utils.train", "--recipe", "smoke", "--fast", "--out", str(ddp), *common],
+                           "-m", "course_utils.cli.train", "--recipe", "smoke", "--fast", "--out", str(ddp), *common],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     one, two = _history(single), _history(ddp)
@@ -81,12 +81,15 @@ def test_two_processes_match_one_on_the_same_global_batch(tmp_path):
     for a, b in zip(one, two):
         assert abs(a["val_loss"] - b["val_loss"]) < 1e-4, (a, b)
     wa, wb = torch.load(single / "best_model.pt"), torch.load(ddp / "best_model.pt")
+    # The all-reduce sums the two halves' gradients in another order than one process does, and
+    # Adam divides by the gradient's RMS, so a weight whose gradient is near zero can differ in
+    # its last digits after a few steps; the tolerance leaves room for that, not for a wrong mean.
     for k in wa:
-        torch.testing.assert_close(wa[k], wb[k], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(wa[k], wb[k], atol=3e-5, rtol=1e-4)
 
 
 def test_set_overrides_parse_their_help_example_and_check_types():
-    from course_utils.train import RECIPES, apply_overrides
+    from course_utils.training.recipes import RECIPES, apply_overrides
 
     recipe = apply_overrides(RECIPES["cpu"], ["lr=1e-3", "policy=trivial", "epochs=3", "grad_clip=None",
                                               "augment=false", 'model_kwargs={"dim": 64}'])

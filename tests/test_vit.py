@@ -1,4 +1,4 @@
-"""The reference Vision Transformer (course_utils.vit) against direct computations and the literature:
+"""The reference Vision Transformer (course_utils.references.vit) against direct computations and the literature:
 patchify against a loop over patches, the Conv2d patch embedding against patchify + Linear, the fused
 attention path against the readable one, the pre-norm property, parameter counts against the ViT
 paper's table, memorising one batch, the convolutional tokenizer, and errors for bad inputs."""
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from course_utils import vit
+from course_utils.references import vit
 
 
 def _patches_by_loop(images: torch.Tensor, p: int) -> torch.Tensor:
@@ -247,7 +247,7 @@ def test_conv_tokenizer_gives_as_many_tokens_as_patches(patch, channels):
 
 
 def test_the_cpu_recipe_model_shapes():
-    from course_utils.train import RECIPES, build_model
+    from course_utils.training.recipes import RECIPES, build_model
 
     model = build_model(RECIPES["cpu"]).eval()
     assert isinstance(model.patch_embed, vit.ConvTokenizer)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import re
 import sys
 from pathlib import Path
 from urllib.parse import quote, urlencode
@@ -36,25 +35,10 @@ import yaml
 from nbformat.v4 import new_markdown_cell
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
-_HIDDEN = re.compile(r"\n?[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*", re.S)
-_SOLUTION_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
-_SOLUTION_BLOCK = re.compile(r"^([ \t]*)### BEGIN SOLUTION[ \t]*\n.*?^[ \t]*### END SOLUTION[ \t]*$", re.M | re.S)
-STUB = "# YOUR CODE HERE\nraise NotImplementedError()"  # as autograde/nbgrader_config.py's code_stub
+sys.path.insert(0, str(ROOT))  # run as a script from a checkout
 
-
-def strip_hidden_tests(source: str) -> str:
-    return _HIDDEN.sub("", source).strip("\n")
-
-
-def strip_solution_markers(source: str) -> str:
-    return _SOLUTION_MARKER.sub("", source).strip("\n")
-
-
-def replace_solutions_with_stub(source: str) -> str:
-    """Each ``### BEGIN SOLUTION`` ... ``### END SOLUTION`` block becomes the student stub,
-    indented like the block (as nbgrader's release does)."""
-    return _SOLUTION_BLOCK.sub(lambda m: "\n".join(m.group(1) + line for line in STUB.splitlines()), source)
+from course_utils.grading.markers import (MARKERS, replace_solutions_with_stub, strip_hidden_tests,  # noqa: E402
+                                          strip_solution_markers)
 
 
 def course_links(cid: str, config: dict) -> str:

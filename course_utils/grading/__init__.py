@@ -1,5 +1,9 @@
-"""The grading tier: what hidden tests and instructors use, never what learners import.
+"""The grading tier: the checks the tests use, and what instructors use to grade a class.
 
+- ``checks``     helpers for visible tests (learners import them) and hidden tests (through
+                 ``pristine``): comparisons with derived tolerances, messages with hints
+- ``isolation``  one mistake costs one exercise (e.g. ``reference_heads``)
+- ``doubles``    test doubles with known answers (``CopyModel``)
 - ``integrity``  a snapshot of torch/builtins functions that hidden tests check (tampering)
 - ``pristine``   private copies of ``course_utils`` for hidden tests (``from course_utils.grading
                  import pristine``: the name every hidden test uses)
@@ -11,8 +15,8 @@
 - ``feedback``   private feedback: each test's points and message, never hidden-test code
 - ``export``     grades per assignment as CSV, and as a Canvas gradebook import
 
-May import: the standard library, torch, nbgrader/nbformat (instructor-side modules only) and
-the rest of ``course_utils``; learner-facing modules never import this package.
+May import: the standard library, torch, nbgrader/nbformat (instructor-side modules only), the
+top level and ``references``; ``references``, ``models`` and ``training`` never import it.
 """
 from .pristine import Pristine, pristine
 

@@ -1,6 +1,6 @@
 """Grade a whole class: nbgrader's autograde, in parallel, resumable, with limits.
 
-    python -m course_utils.grading.autograde ID [--jobs N] [--force] [--student S ...]
+    python -m course_utils.cli.autograde ID [--jobs N] [--force] [--student S ...]
                                                 [--mem-limit 3G] [--time-limit 900]
                                                 [--no-fork-server]
 
@@ -32,7 +32,6 @@ From Python: ``grade(course_dir, assignment_id, jobs=2, force=True)`` returns th
 """
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import hashlib
 import json
@@ -48,8 +47,10 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..files import write_text
+
 DEFAULT_MEM_LIMIT = "3G"
-DEFAULT_TIME_LIMIT = 15 * 60  # seconds for a whole notebook; the slowest chapter needs ~12 s
+DEFAULT_TIME_LIMIT = 15 * 60  # seconds for a whole notebook: far above any chapter (results/bench_grading.json)
 # Kernels under grading: no figure rendering, one thread each (JOBS kernels share the cores).
 KERNEL_ENV = {
     "MPLBACKEND": "Agg",
@@ -112,11 +113,8 @@ def load_status(root: Path, assignment_id: str) -> dict:
 
 
 def _save_status(root: Path, assignment_id: str, status: dict) -> None:
-    path = root / "status" / f"{assignment_id}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(dict(sorted(status.items())), indent=1))
-    os.replace(tmp, path)  # readers never see half a file
+    # atomic: readers (a progress display, the next run) never see half a file
+    write_text(root / "status" / f"{assignment_id}.json", json.dumps(dict(sorted(status.items())), indent=1))
 
 
 def tamper_flags(folder: Path) -> list[str]:
@@ -509,7 +507,7 @@ def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = 
                         return
                     if proc is None or proc.poll() is not None:
                         proc = subprocess.Popen(
-                            [sys.executable, "-m", "course_utils.grading.autograde", assignment_id,
+                            [sys.executable, "-m", "course_utils.cli.autograde", assignment_id,
                              "--worker", "--course", str(root), "--mem-limit", str(mem_bytes or 0),
                              "--time-limit", str(time_limit)] + ([] if fork_server else ["--no-fork-server"]),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -543,30 +541,3 @@ def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = 
     progress(f"{assignment_id}: graded {len(todo) - len(failed)}, failed {len(failed)} in {total:.1f} s "
              f"({len(todo) / total * 60:.1f} submissions/min)" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return status
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_utils.grading.autograde", description=__doc__.split("\n\n")[0])
-    parser.add_argument("assignment_id")
-    parser.add_argument("--jobs", "-j", type=int, default=None, help="parallel graders (default: one per core)")
-    parser.add_argument("--force", action="store_true", help="regrade unchanged submissions too")
-    parser.add_argument("--student", nargs="+", action="extend", default=[], help="only these students")
-    parser.add_argument("--mem-limit", default=DEFAULT_MEM_LIMIT, help="per kernel, e.g. 3G (default), 0 for none")
-    parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT,
-                        help="seconds per notebook (default 900); COURSE_CELL_TIMEOUT limits each cell")
-    parser.add_argument("--course", default=".", help="repository root or course directory (default: .)")
-    parser.add_argument("--no-fork-server", dest="fork_server", action="store_false",
-                        help="start each kernel as a fresh Python instead of forking it from a warm one")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.worker:
-        _worker(args.assignment_id, Path(args.course), parse_size(args.mem_limit), args.time_limit,
-                args.fork_server)
-        return 0
-    status = grade(args.course, args.assignment_id, jobs=args.jobs, force=args.force, students=args.student,
-                   mem_limit=args.mem_limit, time_limit=args.time_limit, fork_server=args.fork_server)
-    return 0  # failed submissions are results (see the status file), not errors of the command
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -28,11 +28,8 @@ PostgreSQL gradebook); ``--db-url`` overrides it.
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import json
-import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,31 +186,3 @@ def export(course: Path, db_url: str | None = None, only: list[str] | None = Non
                             c.get("Section", "")] + [_num(scores[sid]) for _, scores in exported.values()])
     files.append(path)
     return dict(files=files, assignments=list(exported), no_canvas_id=[s for s in students if s not in ids])
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m course_utils.grading.export", description=__doc__.split("\n")[0])
-    p.add_argument("--course", type=Path, default=Path("autograde"), help="course directory (default: autograde)")
-    p.add_argument("--db-url", help="gradebook URL (default: the one nbgrader_config.py sets)")
-    p.add_argument("--assignment", action="append", help="export only this assignment (repeatable)")
-    args = p.parse_args(argv)
-    # nbgrader migrates a gradebook by running `alembic`, which lives next to this Python.
-    os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
-    try:
-        res = export(args.course, args.db_url, args.assignment)
-    except (FileNotFoundError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    if not res["assignments"]:
-        print("no assignment has submissions in the gradebook yet: run `make autograde ID=<id>` first")
-    for f in res["files"]:
-        print(f"wrote {f}")
-    if res["no_canvas_id"]:
-        print(f"{len(res['no_canvas_id'])} student(s) have no Canvas user id and are not in canvas.csv "
-              f"(add canvas_id to roster.csv): {', '.join(res['no_canvas_id'][:20])}"
-              + (" ..." if len(res["no_canvas_id"]) > 20 else ""))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """Private feedback for each learner: every test's points and message, never hidden-test code.
 
-    python -m course_utils.grading.feedback ID [--student S ...] [--course .]
+    python -m course_utils.cli.feedback ID [--student S ...] [--course .]
 
 (``make feedback ID=<id>``) writes ``autograde/feedback/<student>/<ID>/<notebook>.html`` from
 the gradebook and the autograded notebooks.  nbgrader's own ``generate_feedback`` renders the
@@ -12,7 +12,6 @@ hint).  A submission that could not be graded (``autograde/status/<ID>.json``, w
 """
 from __future__ import annotations
 
-import argparse
 import html
 import re
 from pathlib import Path
@@ -158,19 +157,3 @@ def generate(course_dir, assignment_id: str, students: list[str] | None = None,
                 out.write_text(page, encoding="utf-8")
                 written.append(out)
     return written
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_utils.grading.feedback", description=__doc__.split("\n\n")[0])
-    parser.add_argument("assignment_id")
-    parser.add_argument("--student", nargs="+", action="extend", default=[], help="only these students")
-    parser.add_argument("--course", default=".", help="repository root or course directory (default: .)")
-    args = parser.parse_args(argv)
-    written = generate(args.course, args.assignment_id, args.student or None)
-    print(f"{args.assignment_id}: feedback for {len(written)} notebook(s) in "
-          f"{course_root(args.course) / 'feedback'}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -46,13 +46,15 @@ SOCKET_ENV = "COURSE_FORKSERVER"  # the zygote's socket, in the worker's (and la
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # What a notebook's first cell imports (see the chapters): imported once, in the zygote.
 WARM_MODULES = ("torch", "torch.nn", "torch.nn.functional", "numpy", "matplotlib", "matplotlib.pyplot",
-                "nbformat", "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel", "course_utils",
-                "course_utils.checks", "course_utils.plots", "course_utils.runtime", "course_utils.attention",
-                "course_utils.masking", "course_utils.multihead", "course_utils.positional",
-                "course_utils.transformer", "course_utils.seq2seq_task", "course_utils.schedules",
-                "course_utils.regularization", "course_utils.grading.pristine", "course_utils.results",
-                "course_utils.vit", "course_utils.data", "course_utils.train", "course_utils.diagnosis",
-                "einops", "torchvision",
+                "nbformat", "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel", "einops", "torchvision",
+                "course_utils", "course_utils.plots", "course_utils.runtime", "course_utils.results",
+                "course_utils.analysis",
+                *(f"course_utils.references.{m}" for m in ("attention", "masking", "multihead", "positional",
+                                                           "decoding", "vit", "schedules", "regularization",
+                                                           "diagnosis")),
+                "course_utils.models.transformer", "course_utils.models.torch_interop",
+                *(f"course_utils.training.{m}" for m in ("data", "recipes", "trainer", "seq2seq_task", "toy_task")),
+                *(f"course_utils.grading.{m}" for m in ("checks", "pristine", "doubles", "isolation")),
                 # PyTorch's meta-device machinery, which the hidden tests' device checks load on
                 # first use (seconds per kernel otherwise); importing it starts no thread.
                 "torch._meta_registrations", "torch._refs", "torch._decomp")

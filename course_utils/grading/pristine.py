@@ -1,7 +1,7 @@
 """Pristine copies of the course's checks and references, for hidden tests.
 
 A learner's notebook runs in the same kernel as the hidden tests, so it could rebind
-``course_utils.checks.assert_close`` or replace a reference with its own function.
+``course_utils.grading.checks.assert_close`` or replace a reference with its own function.
 ``pristine()`` executes the package's files again under a private name, so the hidden
 tests compare against code that nothing in the notebook has touched.  (A guard against
 accidents and casual tampering, not a sandbox: see book/grading.md.)
@@ -20,7 +20,11 @@ _counter = itertools.count()
 
 
 class Pristine:
-    """Attribute access loads ``course_utils.<name>`` fresh: ``P.checks``, ``P.attention``."""
+    """Attribute access loads a module of the private copy by its name, whatever its tier:
+    ``P.checks`` (grading), ``P.attention`` (references), ``P.transformer`` (models),
+    ``P.seq2seq_task`` (training), ``P.results`` (the package itself)."""
+
+    TIERS = ("references", "models", "training", "grading", "")
 
     def __init__(self, package: types.ModuleType):
         self._package = package
@@ -28,9 +32,20 @@ class Pristine:
     def __getattr__(self, name: str) -> types.ModuleType:
         if name.startswith("_"):
             raise AttributeError(name)
-        module = importlib.import_module(f"{self._package.__name__}.{name}")
-        setattr(self, name, module)
-        return module
+        root = self._package.__name__
+        for tier in self.TIERS:
+            dotted = f"{root}.{tier}.{name}" if tier else f"{root}.{name}"
+            if importlib.util.find_spec(dotted.rsplit(".", 1)[0]) is None:
+                continue
+            try:
+                module = importlib.import_module(dotted)
+            except ModuleNotFoundError as err:
+                if err.name != dotted:
+                    raise  # the module exists but one of its imports is missing
+                continue
+            setattr(self, name, module)
+            return module
+        raise AttributeError(f"course_utils has no module {name!r} in any tier ({', '.join(t or '.' for t in self.TIERS)})")
 
 
 def pristine() -> Pristine:

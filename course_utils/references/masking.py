@@ -6,19 +6,16 @@ broadcast against scores of shape ``(..., m, n)``.  ``nn.MultiheadAttention``'s
 
 Chapter 06's graded references: ``padding_mask``, ``causal_mask``, ``masked_softmax`` and
 ``combined_mask`` (padding and causality in one mask that broadcasts over the heads).
-Around them: ``key_mask`` (a per-key mask shaped for ``(B, H, m, n)`` scores),
-``to_additive_mask`` (the float form PyTorch also accepts) and ``dependence_matrix`` (which
-positions of the input an output position depends on, measured by gradients).
+Around them: ``key_mask`` (a per-key mask shaped for ``(B, H, m, n)`` scores) and
+``to_additive_mask`` (the float form PyTorch also accepts).
 """
 from __future__ import annotations
-
-from typing import Callable
 
 import torch
 from torch import Tensor
 
 __all__ = ["padding_mask", "causal_mask", "masked_softmax", "check_mask", "combined_mask", "key_mask",
-           "to_additive_mask", "dependence_matrix"]
+           "to_additive_mask"]
 
 
 def _keep_from_lengths(lengths: Tensor, max_len: int, fn: str) -> Tensor:
@@ -98,11 +95,10 @@ def masked_softmax(scores: Tensor, mask: Tensor | None, dim: int = -1) -> Tensor
     overflows in float16 (-1e9) or is not even representable there (-1e10).
     """
     if mask is None:
-        from .attention import softmax
-
-        return softmax(scores, dim=dim)
-    check_mask(mask, scores.shape, "masked_softmax")
-    filled = scores.masked_fill(~mask, float("-inf"))
+        filled = scores  # the plain softmax, with the same max shift
+    else:
+        check_mask(mask, scores.shape, "masked_softmax")
+        filled = scores.masked_fill(~mask, float("-inf"))
     top = filled.amax(dim=dim, keepdim=True)
     top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # empty rows: any finite shift
     e = (filled - top).exp()  # exp(-inf) = 0 for blocked entries
@@ -121,17 +117,3 @@ def to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor
         raise TypeError(f"to_additive_mask: expected a bool mask (True = may attend), got {mask.dtype}")
     zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return zeros.masked_fill(~mask, float("-inf"))
-
-
-def dependence_matrix(fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
-    """``D[t, s] = || d fn(x)[t] / d x[s] ||``: how much output position t depends on input position s.
-
-    ``x`` is ``(n, d)`` (one sequence); ``fn`` maps ``(1, n, d) -> (1, n, d_out)``.  A causal
-    layer gives a lower-triangular ``D`` (zero above the diagonal: nothing flows back from the
-    future); the diagonal is non-zero when each position sees itself.  Computed with the full
-    Jacobian, so a zero entry is exactly zero, not a cancellation in a sum of gradients.
-    """
-    if x.dim() != 2:
-        raise ValueError(f"dependence_matrix: x must be one sequence of shape (n, d), got {tuple(x.shape)}")
-    jac = torch.autograd.functional.jacobian(lambda inp: fn(inp.unsqueeze(0)).squeeze(0), x)  # (n, d_out, n, d)
-    return jac.pow(2).sum(dim=(1, 3)).sqrt()

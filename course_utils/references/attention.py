@@ -6,7 +6,7 @@ with ``weights`` of shape ``(..., m, n)``, each row summing to 1.
 
 Chapter 01: ``softmax``, ``attention_pool``, ``attend``.
 Chapter 02: ``self_attention`` (unparameterised), ``SelfAttentionHead`` (learned W_q, W_k, W_v).
-Chapter 03: ``scaled_dot_product_attention`` (masks follow ``course_utils.masking``; with
+Chapter 03: ``scaled_dot_product_attention`` (masks follow ``references.masking``; with
 ``need_weights=False`` it runs PyTorch's fused kernel), ``chunked_attention`` (online softmax
 over blocks of keys: never holds the ``(m, n)`` score matrix) and ``topk_attention``
 (each query keeps its ``top_k`` best keys, as in the Explicit Sparse Transformer).
@@ -18,6 +18,8 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from .masking import check_mask, masked_softmax
 
 __all__ = ["softmax", "attention_pool", "attend", "self_attention", "SelfAttentionHead",
            "scaled_dot_product_attention", "chunked_attention", "topk_attention"]
@@ -175,8 +177,6 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     (``torch.nn.functional.scaled_dot_product_attention``), which never hands back the
     ``(m, n)`` weights and so may avoid storing them (FlashAttention-style kernels).
     """
-    from .masking import masked_softmax
-
     check_qkv("scaled_dot_product_attention", q, k, v)
     if not need_weights:
         return _fused_attention(q, k, v, mask), None
@@ -189,8 +189,6 @@ def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Te
     """The fast path: PyTorch's fused attention, with the course's semantics kept exactly."""
     if mask is None and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
         return F.scaled_dot_product_attention(q, k, v)  # the common case: nothing to adapt
-    from .masking import check_mask
-
     leading = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
     if mask is not None:
         check_mask(mask, torch.Size([*torch.broadcast_shapes(*leading), q.shape[-2], k.shape[-2]]),
@@ -257,8 +255,6 @@ def topk_attention(q: Tensor, k: Tensor, v: Tensor, top_k: int) -> tuple[Tensor,
     ``top_k >= n`` is full scaled attention.  Shapes as ``scaled_dot_product_attention``.
     This selects, it does not save work: all ``m * n`` scores are still computed.
     """
-    from .masking import masked_softmax
-
     check_qkv("topk_attention", q, k, v)
     _require_positive_int("topk_attention", "top_k", top_k)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])

@@ -194,6 +194,10 @@ class ViT(nn.Module):
                 nn.init.zeros_(m.bias)
         nn.init.zeros_(self.head.weight)  # start from uniform predictions
 
+    def no_weight_decay(self) -> set[str]:
+        """Parameters the trainer does not decay (timm's convention): embeddings, not weights of a map."""
+        return {"cls_token", "pos_embed"}
+
     def tokens(self, images: Tensor) -> Tensor:
         """``(B, C, H, W) -> (B, N+1, dim)``: patch tokens behind the CLS token, plus positions."""
         if images.dim() != 4:
@@ -222,4 +226,5 @@ class ViT(nn.Module):
 
 
 def count_parameters(model: nn.Module) -> int:
+    """The number of trainable parameters."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

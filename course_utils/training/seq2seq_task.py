@@ -1,12 +1,7 @@
 """A synthetic sequence-to-sequence task for chapter 06's small Transformer: reverse a digit string.
 
-    python -m course_utils.seq2seq_task              # the full run: writes results/ch06_seq2seq.json
-                                                      # and the trained weights results/ch06_seq2seq_model.pth
-    python -m course_utils.seq2seq_task --steps 200 --no-write   # a short trial
-
-It uses one thread by default (``--threads``): the model is tiny, and on a machine whose cores
-are busy with other work, PyTorch's threads wait for each other and every step gets several
-times slower.  ``--threads 0`` leaves the choice to PyTorch (which may be faster on an idle machine).
+``python -m course_utils.cli.seq2seq`` makes the full run (``results/ch06_seq2seq.json`` and the
+trained weights ``results/ch06_seq2seq_model.pth``); ``run`` below is what it calls.
 
 Tokens: ``PAD = 0``, ``BOS = 1`` (begin of sequence), ``EOS = 2`` (end of sequence) and the
 digits 0-9 as ``3 .. 12``.  A source is 3 to 12 random digits, right-padded; its target is
@@ -22,11 +17,8 @@ measures sequences the model has never seen.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import math
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -35,7 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .transformer import Seq2SeqTransformer, beam_search, greedy_decode, sample_decode
+from ..models.transformer import Seq2SeqTransformer
+from ..references.decoding import beam_search, greedy_decode, sample_decode
+from .trainer import Trainer, lr_factor
 
 PAD, BOS, EOS = 0, 1, 2
 FIRST_DIGIT = 3
@@ -44,8 +38,8 @@ RESULT_NAME = "ch06_seq2seq"
 MODEL_FILE = "ch06_seq2seq_model.pth"
 
 __all__ = ["PAD", "BOS", "EOS", "VOCAB_SIZE", "TaskConfig", "TrainConfig", "to_tokens", "to_text",
-           "make_examples", "make_batch", "HeldOut", "make_heldout", "build_model", "lr_at", "exact_match",
-           "evaluate", "train", "run", "load_trained_model", "main"]
+           "make_examples", "make_batch", "HeldOut", "make_heldout", "build_model", "exact_match",
+           "evaluate", "train", "run", "load_trained_model"]
 
 
 # --------------------------------------------------------------------------- data
@@ -200,14 +194,6 @@ def build_model(cfg: TrainConfig) -> Seq2SeqTransformer:
                               norm_first=cfg.norm_first)
 
 
-def lr_at(step: int, total_steps: int, warmup_steps: int, base_lr: float) -> float:
-    """Linear warm-up to ``base_lr``, then cosine decay to 0 (the paper notes' schedule)."""
-    if step < warmup_steps:
-        return base_lr * (step + 1) / warmup_steps
-    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
-    return base_lr * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
-
-
 def exact_match(pred: Tensor, tgt: Tensor) -> Tensor:
     """bool ``(B,)``: the whole output, ``BOS`` to ``EOS``, equals the target (padding ignored)."""
     width = max(pred.shape[1], tgt.shape[1])
@@ -267,23 +253,19 @@ def train(cfg: TrainConfig, *, log: Callable[[str], None] | None = print, val: H
     generator = torch.Generator().manual_seed(cfg.seed + 1)
     model = build_model(cfg)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
+    # Linear warm-up from 0 at step 0, then cosine decay: chapter 08's warmup_cosine_lr.
+    warmup = min(cfg.warmup_steps, cfg.steps - 1)  # a short trial run still decays
+    trainer = Trainer(model, optimizer, lr_factor=lr_factor("cosine", cfg.steps, warmup), grad_clip=cfg.grad_clip)
     history: dict[str, list] = {"step": [], "train_loss": [], "val_exact_match": [], "elapsed_s": []}
     eval_time = 0.0
     window: list[float] = []
     start = time.perf_counter()
     model.train()
     for step in range(cfg.steps):
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, cfg.steps, cfg.warmup_steps, cfg.lr)
         src, tgt = make_batch(cfg.batch_size, cfg.task_config, generator, exclude)
         logits = model(src, tgt[:, :-1])  # teacher forcing: the true prefix, not the model's own guesses
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1), ignore_index=PAD)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
-        window.append(loss.item())
+        window.append(trainer.step(loss))
         if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
             tick = time.perf_counter()
             acc = evaluate(model, val)[0] if val is not None else None
@@ -319,7 +301,7 @@ def _examples(model, data: HeldOut, cfg: TrainConfig, count: int = 6) -> list[di
 def run(cfg: TrainConfig, *, write: bool = True, log: Callable[[str], None] | None = print,
         directory: Path | None = None, command: str | None = None) -> dict[str, Any]:
     """Train, evaluate on the test set once, and (with ``write``) save the result file and the weights."""
-    from . import results
+    from .. import results
 
     load_before = os.getloadavg()
     wall_start = time.perf_counter()
@@ -390,44 +372,12 @@ def run(cfg: TrainConfig, *, write: bool = True, log: Callable[[str], None] | No
 
 def load_trained_model(path: Path | str | None = None) -> Seq2SeqTransformer:
     """The model saved by the full run (``results/ch06_seq2seq_model.pth``), in eval mode."""
-    from . import results
+    from .. import results
 
     path = Path(path or Path(results.RESULTS_DIR) / MODEL_FILE)
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: run `python -m course_utils.seq2seq_task` to train and save it")
+        raise FileNotFoundError(f"{path} is missing: run `python -m course_utils.cli.seq2seq` to train and save it")
     saved = torch.load(path, map_location="cpu", weights_only=True)
     model = Seq2SeqTransformer(**saved["config"])
     model.load_state_dict(saved["state_dict"])
     return model.eval()
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    defaults = TrainConfig()
-    parser.add_argument("--task", choices=("reverse", "sort"), default=defaults.task)
-    parser.add_argument("--steps", type=int, default=defaults.steps)
-    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
-    parser.add_argument("--lr", type=float, default=defaults.lr)
-    parser.add_argument("--d-model", type=int, default=defaults.d_model)
-    parser.add_argument("--d-ff", type=int, default=defaults.d_ff)
-    parser.add_argument("--layers", type=int, default=defaults.num_encoder_layers,
-                        help="encoder layers = decoder layers")
-    parser.add_argument("--post-norm", action="store_true", help="post-norm layers (the paper's) instead of pre-norm")
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (default 1: it does not stall when other processes share the "
-                             "cores; 0 = PyTorch's choice)")
-    parser.add_argument("--no-write", action="store_true", help="do not write results/ (for trials)")
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    cfg = TrainConfig(task=args.task, steps=args.steps, batch_size=args.batch_size, lr=args.lr, d_model=args.d_model,
-                      d_ff=args.d_ff, num_encoder_layers=args.layers, num_decoder_layers=args.layers,
-                      norm_first=not args.post_norm, seed=args.seed)
-    argv = sys.argv[1:] if argv is None else argv
-    run(cfg, write=not args.no_write, command=" ".join(["python -m course_utils.seq2seq_task", *argv]))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

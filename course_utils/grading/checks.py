@@ -7,7 +7,6 @@ which rebinds them (``checks.assert_close = lambda *a: None``) changes nothing.
 """
 from __future__ import annotations
 
-import builtins
 import contextlib
 import dataclasses
 import importlib
@@ -36,7 +35,6 @@ __all__ = [
     "derived_tolerance",
     "check_device_agnostic",
     "seeded",
-    "assert_untampered",
 ]
 
 

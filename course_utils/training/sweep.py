@@ -1,10 +1,5 @@
 """Hyperparameter sweeps with the course trainer (chapter 08): ablations, a learning-rate range
-test and an Optuna search, all resumable.
-
-    python -m course_utils.sweep ablation --budget mini             # results/ch08_ablation_mini.json
-    python -m course_utils.sweep ablation --budget mini --seeds 1 --only lr_x2 dropout
-    python -m course_utils.sweep lr-range --budget mini             # results/ch08_lr_range_mini.json
-    python -m course_utils.sweep search --budget mini --trials 12   # results/ch08_search_mini.json
+test and an Optuna search, all resumable (``python -m course_utils.cli.sweep`` runs them).
 
 A **budget** fixes what every run of a sweep may spend (training images, epochs) and the
 starting recipe; a **variant** is a named set of recipe changes.  The ablation has two parts:
@@ -34,10 +29,12 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from ..references.vit import count_parameters
+from ..results import code_version, machine, read_result, write_result
+from ..runtime import seed_everything
 from . import data as cdata
-from .results import code_version, machine, read_result, write_result
-from .runtime import seed_everything
-from .train import RECIPES, Recipe, build_model, choose_amp, train
+from .recipes import RECIPES, Recipe, build_model
+from .trainer import Trainer, choose_amp, train
 
 SWEEP_DIR = Path("runs/sweep")
 
@@ -51,8 +48,16 @@ class Budget:
 
     name: str
     base: Recipe
-    train_images: int | None  # None: the whole training split (45,000 images)
-    about: str
+    train_images: int | None  # None: the whole training split
+
+    @property
+    def about(self) -> str:
+        """What a run spends, computed from the recipe (never typed by hand)."""
+        images = f"{self.train_images:,} training images" if self.train_images else "the whole training split"
+        kw = self.base.model_kwargs
+        model = (f"a {count_parameters(build_model(self.base)):,}-parameter plain ViT (patch {kw['patch_size']}, "
+                 f"dim {kw['dim']}, depth {kw['depth']})")
+        return f"{images}, {self.base.epochs} epochs, {model}"
 
 
 BUDGETS: dict[str, Budget] = {
@@ -62,25 +67,29 @@ BUDGETS: dict[str, Budget] = {
         dataclasses.replace(
             RECIPES["cpu"], name="mini", model_kwargs=_LAB_VIT, epochs=10, lr=1e-3, weight_decay=0.0,
             warmup_epochs=0, label_smoothing=0.0, augment=False, schedule="constant"),
-        train_images=10_000,
-        about="10,000 training images, 10 epochs, a 0.8M-parameter plain ViT (patch 4, dim 128, depth 4)"),
+        train_images=10_000),
     # Few images, many epochs: the lab report's over-fitting, reproduced in minutes.
     "small-data": Budget(
         "small-data",
         dataclasses.replace(
             RECIPES["cpu"], name="small-data", model_kwargs=_LAB_VIT, epochs=30, lr=1e-3, weight_decay=0.0,
             warmup_epochs=0, label_smoothing=0.0, augment=False, schedule="constant"),
-        train_images=2_500,
-        about="2,500 training images, 30 epochs, the mini budget's plain ViT"),
-    # The chapter-07 budget: the whole training split, the cpu recipe's epochs (about 30 min/run).
+        train_images=2_500),
+    # The chapter-07 budget: the whole training split, the cpu recipe's epochs and model width.
     "cpu": Budget(
         "cpu",
         dataclasses.replace(
             RECIPES["cpu"], name="cpu-ablation", model_kwargs={**_LAB_VIT, "dim": 192, "num_heads": 3, "mlp_dim": 384},
             weight_decay=0.0, warmup_epochs=0, label_smoothing=0.0, augment=False, schedule="constant"),
-        train_images=None,
-        about="45,000 training images, the cpu recipe's 22 epochs and model width (about 27 minutes per run)"),
+        train_images=None),
 }
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    """An override that multiplies the current value (``{"lr": Scale(2)}``: twice the lr so far)."""
+
+    factor: float
+
 
 # (name, what changes, recipe overrides).  ``model_kwargs`` overrides merge into the model's.
 LADDER: list[tuple[str, str, dict]] = [
@@ -93,13 +102,13 @@ LADDER: list[tuple[str, str, dict]] = [
      {"model_kwargs": {"patch_size": 8, "stem_channels": [32, 64, 128]}}),
 ]
 LEVERS: list[tuple[str, str, dict]] = [
-    ("lr_half", "learning rate / 2", {"lr": "x0.5"}),
-    ("lr_x2", "learning rate x 2", {"lr": "x2"}),
+    ("lr_half", "learning rate / 2", {"lr": Scale(0.5)}),
+    ("lr_x2", "learning rate x 2", {"lr": Scale(2)}),
     ("noam", "the Transformer paper's Noam schedule instead of warmup + cosine", {"schedule": "noam"}),
     ("mixup_cutmix", "+ MixUp (alpha 0.8) / CutMix (alpha 1.0)", {"mixup_alpha": 0.8, "cutmix_alpha": 1.0}),
     ("dropout", "dropout 0.1 in attention and MLP", {"model_kwargs": {"dropout": 0.1}}),
     ("trivial_augment", "+ TrivialAugment", {"policy": "trivial"}),
-    ("batch_256", "batch 256 with the learning rate x 2 (linear scaling)", {"batch_size": 256, "lr": "x2"}),
+    ("batch_256", "batch 256 with the learning rate x 2 (linear scaling)", {"batch_size": 256, "lr": Scale(2)}),
     ("deep_narrow", "depth 8, dim 96 (fewer parameters, twice the layers)",
      {"model_kwargs": {"depth": 8, "dim": 96, "num_heads": 4, "mlp_dim": 192}}),
     ("no_augment", "- random crop and flip (the ladder's top without augmentation)", {"augment": False}),
@@ -107,13 +116,13 @@ LEVERS: list[tuple[str, str, dict]] = [
 
 
 def apply(recipe: Recipe, overrides: dict, name: str) -> Recipe:
-    """``recipe`` with ``overrides``; ``"x2"``-style strings multiply the current value."""
+    """``recipe`` with ``overrides``; a ``Scale`` multiplies the current value."""
     changes: dict = {"name": name}
     for key, value in overrides.items():
         if key == "model_kwargs":
             changes[key] = {**recipe.model_kwargs, **value}
-        elif isinstance(value, str) and value.startswith("x") and key not in ("schedule", "policy"):
-            changes[key] = getattr(recipe, key) * float(value[1:])
+        elif isinstance(value, Scale):
+            changes[key] = getattr(recipe, key) * value.factor
         else:
             changes[key] = value
     return dataclasses.replace(recipe, **changes)
@@ -281,28 +290,26 @@ def lr_range_test(recipe: Recipe, split: cdata.Split, *, min_lr: float = 1e-5, m
     seed_everything(seed)
     model = build_model(recipe)
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=min_lr, weight_decay=recipe.weight_decay)
+    amp = choose_amp(recipe, model, torch.device("cpu"), log)  # bf16 only where this CPU does it natively
+    trainer = Trainer(model, torch.optim.AdamW(model.parameters(), lr=min_lr, weight_decay=recipe.weight_decay),
+                      amp_dtype=amp)
     loader = cdata.BatchLoader(split.train_images, split.train_labels, recipe.batch_size, shuffle=True,
                                augment=recipe.augment, drop_last=True, seed=seed)
-    amp = choose_amp(recipe, model, torch.device("cpu"), log)  # bf16 only where this CPU does it natively
     factor = (max_lr / min_lr) ** (1 / (steps - 1))
     lrs, losses, smoothed, avg, best = [], [], [], 0.0, math.inf
     batches = iter(())
     for step in range(steps):
         lr = min_lr * factor ** step
-        for group in optimizer.param_groups:
-            group["lr"] = lr
+        trainer.set_lr(lr)
         try:
             x, y = next(batches)
         except StopIteration:
             loader.set_epoch(step)
             batches = iter(loader)
             x, y = next(batches)
-        with torch.autocast("cpu", dtype=amp or torch.bfloat16, enabled=amp is not None):
+        with trainer.autocast():
             loss = F.cross_entropy(model(x).float(), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        trainer.step(loss)
         avg = 0.9 * avg + 0.1 * loss.item()
         smooth = avg / (1 - 0.9 ** (step + 1))  # bias-corrected exponential moving average
         lrs.append(lr), losses.append(loss.item()), smoothed.append(smooth)

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
-import os
 import tarfile
 import warnings
 from pathlib import Path
@@ -28,7 +26,8 @@ from typing import Iterator
 import torch
 from torch import Tensor
 
-from . import settings
+from .. import settings
+from ..files import torch_save
 
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 MEAN = (0.4914, 0.4822, 0.4465)  # per-channel statistics of the CIFAR-10 training set
@@ -158,9 +157,8 @@ def _cached(path: Path) -> ImageData:
         return ImageData(**blob)
     print(f"Decoding {path} once into {target} (about a minute)...")
     data = _from_image_folder(path)
-    tmp = target.with_suffix(".tmp")
-    torch.save(dataclasses.asdict(data) | {"classes": list(data.classes)}, tmp)
-    os.replace(tmp, target)  # atomic: an interrupted decode leaves no half-written cache
+    # atomic: an interrupted decode leaves no half-written cache
+    torch_save(dataclasses.asdict(data) | {"classes": list(data.classes)}, target)
     return data
 
 
@@ -211,7 +209,7 @@ def load_cifar10(root: str | Path | None = None, *, download: bool = False,
         print("*** SYNTHETIC DATA: CIFAR-10 was not found; results are not CIFAR-10 results ***")
         return synthetic_cifar()
     raise FileNotFoundError(
-        "CIFAR-10 not found. Either run `python -m course_utils.data --download` on a machine with "
+        "CIFAR-10 not found. Either run `python -m course_utils.cli.data --download` on a machine with "
         "internet (torchvision downloads it and checks its MD5 into ~/.cache/attention-course), or set "
         "COURSE_CIFAR10 to a copy (torchvision's cifar-10-batches-py folder, an image folder, or a .tar.gz).")
 
@@ -345,19 +343,3 @@ def _policy(name: str | None):
 def _apply_policy(policy, x: Tensor, group: int = 16) -> Tensor:
     # torchvision v2 applies one random op to a whole batch; small groups keep the batch varied.
     return torch.cat([policy(chunk) for chunk in x.split(group)])
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(description="Fetch or locate CIFAR-10 and build the course cache.")
-    parser.add_argument("--root", default=None, help="a copy to use (see the module docstring)")
-    parser.add_argument("--download", action="store_true", help="download the original with torchvision")
-    args = parser.parse_args(argv)
-    data = load_cifar10(args.root, download=args.download)
-    print(f"{data.source}: {len(data.train_images)} train, {len(data.test_images)} test images")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,138 @@
+"""Training recipes: one typed config for a CIFAR-10 run, and checked overrides.
+
+A ``Recipe`` is everything that defines a run (saved in its checkpoint, so a resume must match);
+``RECIPES`` holds the course's named ones (``cpu``, ``gpu``, ``smoke``); ``apply_overrides``
+applies the command line's ``--set KEY=VALUE`` with a type check per field; ``build_model``
+makes the recipe's network.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from torch import nn
+
+from ..models.resnet import cifar_resnet
+from ..references.vit import ViT
+from .data import CLASSES
+
+__all__ = ["Recipe", "RECIPES", "CIFAR_VIT", "build_model", "apply_overrides"]
+
+
+@dataclasses.dataclass
+class Recipe:
+    """Everything that defines a training run (saved in the checkpoint; resume must match)."""
+
+    name: str
+    model: str = "vit"  # "vit" or "resnet" (ResNet-20, models.resnet)
+    model_kwargs: dict = dataclasses.field(default_factory=dict)
+    epochs: int = 10
+    batch_size: int = 128
+    lr: float = 1e-3
+    weight_decay: float = 0.05
+    warmup_epochs: float = 1.0
+    schedule: str = "cosine"  # "cosine" (warmup + cosine), "noam" (warmup + 1/sqrt(step)) or "constant"
+    label_smoothing: float = 0.1
+    grad_clip: float | None = 1.0
+    augment: bool = True
+    policy: str | None = None  # "trivial", "randaugment", "autoaugment" or None
+    mixup_alpha: float = 0.0
+    cutmix_alpha: float = 0.0
+    amp: str = "auto"  # "auto", "bf16", "fp16" or "none"
+    compile: bool = False
+    channels_last: bool = False
+    val_size: int = 5000
+    seed: int = 0
+    eval_batch_size: int = 500
+    # fast mode (CI, grading): train on a subset for a few epochs
+    fast_train: int = 2000
+    fast_eval: int = 500
+    fast_epochs: int = 2
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+CIFAR_VIT = dict(img_size=32, num_classes=len(CLASSES))
+RECIPES: dict[str, Recipe] = {
+    # Meant for 2 CPU cores and about half an hour (results/ch07_vit_cpu.json records the machine
+    # and the time it took): a convolutional tokenizer (the inductive-bias
+    # lever of Compact Convolutional Transformers: 3x3 convs and 2x2 pools down to a 4x4 grid of
+    # 16 tokens) feeding a small pre-norm ViT.  A finer grid (patch 4: 64 tokens) costs more per
+    # image (attention is quadratic in the number of tokens), so fewer epochs fit in the half hour.
+    "cpu": Recipe(
+        name="cpu",
+        model_kwargs=dict(CIFAR_VIT, patch_size=8, dim=192, depth=4, num_heads=3, mlp_dim=384,
+                          stem_channels=(32, 64, 128), dropout=0.0),
+        epochs=22, batch_size=128, lr=2e-3, weight_decay=0.05, warmup_epochs=1, label_smoothing=0.1,
+        grad_clip=1.0, augment=True, policy=None, amp="auto", channels_last=True,
+    ),
+    # One GPU: a ViT-S-like model (patch 4 on 32x32 gives 64 tokens) with the DeiT-style
+    # recipe (AdamW, warmup + cosine, label smoothing, TrivialAugment, MixUp/CutMix) for many
+    # epochs; see chapter 08 for the literature it stands on.
+    "gpu": Recipe(
+        name="gpu",
+        model_kwargs=dict(CIFAR_VIT, patch_size=4, dim=384, depth=7, num_heads=6, mlp_dim=1152,
+                          stem_channels=(96, 192), dropout=0.0),
+        epochs=300, batch_size=256, lr=1e-3, weight_decay=0.05, warmup_epochs=10, label_smoothing=0.1,
+        grad_clip=1.0, augment=True, policy="trivial", mixup_alpha=0.8, cutmix_alpha=1.0, amp="auto",
+        compile=True, channels_last=True, eval_batch_size=1000,
+    ),
+    # Seconds on a CPU: for tests and fast mode.
+    "smoke": Recipe(
+        name="smoke",
+        model_kwargs=dict(CIFAR_VIT, patch_size=8, dim=32, depth=1, num_heads=2, mlp_dim=64),
+        epochs=3, batch_size=64, lr=3e-3, warmup_epochs=0.5, amp="none",
+        fast_train=512, fast_eval=256, fast_epochs=3,
+    ),
+}
+
+
+
+def build_model(recipe: Recipe) -> nn.Module:
+    """The recipe's network: ``images (B, 3, 32, 32) -> logits (B, num_classes)``."""
+    if recipe.model == "vit":
+        return ViT(**recipe.model_kwargs)
+    if recipe.model == "resnet":
+        return cifar_resnet(depth=20, num_classes=recipe.model_kwargs.get("num_classes", len(CLASSES)))
+    raise ValueError(f"unknown model {recipe.model!r}: choose 'vit' or 'resnet'")
+
+
+def apply_overrides(recipe: Recipe, items: list[str]) -> Recipe:
+    """``recipe`` with ``KEY=VALUE`` overrides applied, each checked against the field's type.
+
+    A value is read as JSON (``lr=1e-3``, ``epochs=30``, ``augment=false``,
+    ``model_kwargs={"dim": 256}``); a bare word that is not JSON is a string
+    (``policy=trivial``); ``None`` (or ``null``) clears an optional field.  An int is accepted
+    where a float is expected.  Raises ValueError naming the field and what it expects.
+    """
+    fields = {f.name: f for f in dataclasses.fields(recipe)}
+    changes = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. lr=1e-3")
+        if key not in fields:
+            raise ValueError(f"--set {key}: no such recipe field; the fields are {', '.join(sorted(fields))}")
+        if text in ("None", "null"):
+            value = None
+        else:
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                value = text  # a bare word: policy=trivial, schedule=cosine
+        declared = str(fields[key].type)
+        optional = "None" in declared or getattr(recipe, key) is None
+        if value is None:
+            if not optional:
+                raise ValueError(f"--set {key}=None: {key} is not optional (type {declared})")
+        else:
+            base = declared.split("|")[0].strip()
+            expected = {"bool": bool, "int": int, "float": float, "str": str, "dict": dict}.get(base)
+            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if expected is not None and (not isinstance(value, expected) or
+                                         (expected is int and isinstance(value, bool))):
+                raise ValueError(f"--set {key}={text}: {key} expects {declared}, got {type(value).__name__}")
+        changes[key] = value
+    return dataclasses.replace(recipe, **changes)
