@@ -10,8 +10,8 @@ scores are exactly those of ``nbgrader autograde``) and
 
 - runs JOBS worker processes (default: one per core); each worker imports nbgrader once and
   grades many students, one after another, in a fresh kernel each; the kernels are forked from
-  a warm process that has imported torch and the course once (``forkserver.py``; about 2 s of
-  CPU saved per notebook), or started as plain Pythons with ``--no-fork-server``;
+  a warm process that has imported torch and the course once (``forkserver.py``), so no kernel
+  imports them again, or started as plain Pythons with ``--no-fork-server``;
 - regrades only new or changed submissions (by the sha256 of the submitted notebooks) unless
   ``--force`` (a failed submission is not retried until it changes, or with ``--force``);
 - limits each submission's kernel: memory (``RLIMIT_DATA`` in the kernel, see

@@ -1,7 +1,7 @@
 """Grading kernels forked from a warm process, instead of a fresh Python per notebook.
 
 Every notebook's first cell imports torch, matplotlib and ``course_utils``; in a fresh kernel
-that (with ipykernel itself) costs about 2 s of CPU, a large share of grading one notebook.
+that (with ipykernel itself) is a large share of grading one notebook (results/bench_grading.json).
 A grading worker (``course_utils.grading.autograde``) therefore starts one *zygote*: a process
 that imports all of that once, runs no learner code, starts no thread, and then only forks.
 

@@ -303,6 +303,7 @@ def run(cfg: TrainConfig, *, write: bool = True, log: Callable[[str], None] | No
     """Train, evaluate on the test set once, and (with ``write``) save the result file and the weights."""
     from .. import results
 
+    code_at_start = results.code_version()  # the code that runs, even if the checkout changes meanwhile
     load_before = os.getloadavg()
     wall_start = time.perf_counter()
     task = cfg.task_config
@@ -362,7 +363,8 @@ def run(cfg: TrainConfig, *, write: bool = True, log: Callable[[str], None] | No
         path = results.write_result(RESULT_NAME, data, dataset=f"synthetic: {task.task} digit strings of length "
                                     f"{task.min_len}-{task.max_len}, fresh training batches, held-out val/test",
                                     split="none (fixed step budget); validation curve for monitoring only",
-                                    wall_time_s=wall, directory=directory, command=command)
+                                    wall_time_s=wall, directory=directory, command=command,
+                                    git_commit=code_at_start)
         directory = Path(directory or results.RESULTS_DIR)
         torch.save({"config": model.config, "state_dict": model.state_dict()}, directory / MODEL_FILE)
         if log:
