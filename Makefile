@@ -12,7 +12,7 @@ NBGRADER := cd autograde && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/nb
 
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help venv book serve test lab execute bench train-cpu sweep sweep-cpu release collect autograde feedback grades clean
+.PHONY: help venv book serve test lab execute bench notebook-times train-laptop train-cpu sweep sweep-cpu release collect autograde feedback grades clean
 
 help:
 	@echo "make book       build the book into _build/html (first run installs everything into $(VENV));"
@@ -22,9 +22,11 @@ help:
 	@echo "make execute    re-run the solution notebooks and store their outputs (authors)"
 	@echo "make release    regenerate notebooks/ from solutions/ (instructors, authors)"
 	@echo "make bench      run the benchmarks; they write results/bench_*.json"
-	@echo "make train-cpu  the cpu recipe on CIFAR-10 (about 30 min on 2 cores); writes results/ch07_*.json"
+	@echo "make train-cpu  the cpu recipe on CIFAR-10 (its time: results/ch07_vit_cpu.json); writes results/ch07_*.json"
+	@echo "make train-laptop  the laptop recipe chapter 07 compares a learner's ViT with"
+	@echo "make notebook-times  every chapter in full mode, timed cell by cell (results/notebook_times.json)"
 	@echo "make sweep      chapter 08's runs at the mini and small-data budgets; writes results/ch08_*.json"
-	@echo "make sweep-cpu  chapter 08's ablation at chapter 07's budget (after train-cpu; ~30 min per run)"
+	@echo "make sweep-cpu  chapter 08's ablation at chapter 07's budget (after train-cpu; one run per variant)"
 	@echo "make autograde ID=<id> / feedback ID=<id> / grades / collect ZIP=<zip> ID=<id>"
 
 # ---------------------------------------------------------------- environment
@@ -72,11 +74,18 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.data_pipeline
 	$(PY) -m benchmarks.vit_throughput
 
+# Every chapter in full mode, cell by cell (the Setup page's table); run it on a quiet machine.
+notebook-times: $(STAMP)
+	$(PY) -m benchmarks.notebook_times
+
+train-laptop: $(STAMP)
+	$(PY) -m course_utils.cli.train --recipe laptop --train-images 10000 --out runs/ch07_vit_laptop --result ch07_vit_laptop
+
 train-cpu: $(STAMP)
 	$(PY) -m course_utils.cli.train --recipe cpu --out runs/ch07_vit_cpu --result ch07_vit_cpu
 	$(PY) -m course_utils.cli.train --recipe cpu --model resnet --out runs/ch07_resnet_cpu --result ch07_resnet_cpu
 
-# Chapter 08's evidence (mini budget, about an hour on 2 cores; interrupted runs resume).
+# Chapter 08's evidence (mini budget; interrupted runs resume; each run records its time).
 sweep: $(STAMP)
 	$(PY) -m course_utils.cli.sweep lr-range --budget mini
 	$(PY) -m course_utils.cli.sweep ablation --budget mini
@@ -84,7 +93,7 @@ sweep: $(STAMP)
 	$(PY) -m course_utils.cli.sweep ablation --budget small-data --only baseline schedule augment
 	$(PY) -m course_utils.cli.sweep search --budget mini --trials 8
 
-# chapter 08 at chapter 07's budget (about 27 min per run); seed 0 of the recipe is chapter 07's run
+# chapter 08 at chapter 07's budget; seed 0 of the recipe is chapter 07's run
 sweep-cpu: $(STAMP)
 	$(PY) -m course_utils.cli.sweep ablation --budget cpu --only no_augment noam --adopt conv_tokenizer=runs/ch07_vit_cpu
 	$(PY) -m course_utils.cli.sweep ablation --budget cpu --only conv_tokenizer --seeds 1

@@ -2,7 +2,8 @@
 
 - top level: ``settings`` (every ``COURSE_*`` variable), ``runtime`` (device, seeds, fast
   mode), ``files`` (atomic writes), ``results`` (provenance-stamped result files: every number
-  the book states), ``plots`` (figures), ``analysis`` (looking inside models for figures);
+  the book states), ``plots`` (figures), ``diagrams`` (schematics drawn from code),
+  ``analysis`` (looking inside models for figures);
 - ``references/``: the graded references, pure tensor code, one module per idea, each naming
   the chapter and exercises it backs (attention, masking, multihead, positional, decoding, vit,
   schedules, regularization, diagnosis);

@@ -50,3 +50,56 @@ def attention_heatmap(
     if title:
         ax.set_title(title)
     return ax
+
+
+class LiveCurves:
+    """Validation and training accuracy per epoch, redrawn in place while a run trains.
+
+    Pass an instance as the trainer's ``on_epoch``.  In Jupyter the figure is one output that
+    each epoch replaces (an image, not a widget: the stored notebook and the rendered book keep
+    the final curve, nothing else); elsewhere it draws nothing and the trainer's epoch lines are
+    the progress.  ``reference`` is another run's history (a list of epoch records) drawn in grey
+    for comparison, e.g. a stored run of the same recipe.
+    """
+
+    def __init__(self, title: str, *, epochs: int, reference: list[dict] | None = None,
+                 reference_label: str = "stored run"):
+        from matplotlib.figure import Figure
+
+        self.history: list[dict] = []
+        self.title, self.epochs, self.reference, self.reference_label = title, epochs, reference, reference_label
+        self.figure = Figure(figsize=(7.5, 3.2))
+        self.axes = self.figure.subplots(1, 1)
+        self._handle = None
+        try:
+            from IPython import get_ipython
+            from IPython.display import display
+
+            if get_ipython() is not None:
+                self._handle = display(self._draw(), display_id=True)
+        except ImportError:
+            pass
+
+    def _draw(self):
+        ax = self.axes
+        ax.clear()
+        for history, label, style in ((self.reference, self.reference_label, dict(color="grey")),
+                                      (self.history, "this run", dict(color="tab:blue"))):
+            if history:
+                epochs = [h["epoch"] for h in history]
+                ax.plot(epochs, [h["val_acc"] for h in history], marker="o", label=f"{label}: validation", **style)
+                ax.plot(epochs, [h["train_acc"] for h in history], ls="--", label=f"{label}: training", **style)
+        ax.set_xlim(0.5, self.epochs + 0.5)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("accuracy")
+        ax.set_title(self.title, fontsize=10)
+        if self.history or self.reference:
+            ax.legend(fontsize=8, loc="upper left")
+        self.figure.tight_layout()
+        return self.figure
+
+    def __call__(self, record: dict) -> None:
+        self.history.append(record)
+        if self._handle is not None:
+            self._handle.update(self._draw())

@@ -31,7 +31,7 @@ def fast_mode() -> bool:
     return os.environ.get("CI", "").strip().lower() in _TRUE
 
 
-def grading() -> bool:
+def being_graded() -> bool:
     """True while nbgrader is executing the notebook (autograde or validate)."""
     return bool(os.environ.get("NBGRADER_EXECUTION"))
 

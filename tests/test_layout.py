@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "course_utils"
-# tier -> the tiers it may import ("" is the top level: settings, runtime, files, results, plots, analysis)
+# tier -> the tiers it may import ("" is the top level: settings, runtime, files, results, plots, diagrams, analysis)
 ALLOWED = {
     "": {""},
     "references": {"references"},

@@ -19,7 +19,7 @@ from course_utils.analysis import dependence_matrix
 from course_utils.references.multihead import MultiHeadAttention
 from course_utils.grading.doubles import CopyModel
 from course_utils.models.transformer import Seq2SeqTransformer, decoder_self_mask
-from course_utils.references.decoding import beam_search, greedy_decode, sample_decode
+from course_utils.references.decoding import beam_search, beam_search_scored, greedy_decode, sample_decode
 
 DTYPES = [torch.float32, torch.float64]
 
@@ -354,7 +354,7 @@ class _TreeModel(nn.Module):
 def test_beam_search_finds_the_more_probable_sequence_that_greedy_misses():
     model, src = _TreeModel(), torch.ones(1, 1, dtype=torch.long)
     greedy = greedy_decode(model, src, 5, BOS, EOS, PAD)
-    beam, score = beam_search(model, src, 5, BOS, EOS, PAD, beam_size=2, return_scores=True)
+    beam, score = beam_search_scored(model, src, 5, BOS, EOS, PAD, beam_size=2)
     assert greedy.tolist() == [[BOS, 3, 5, EOS]]
     assert beam.tolist() == [[BOS, 4, EOS, PAD]]
     assert abs(score.item() - torch.tensor(0.4).log().item()) < 1e-4

@@ -96,7 +96,7 @@ def test_set_overrides_parse_their_help_example_and_check_types():
     assert (recipe.lr, recipe.policy, recipe.epochs, recipe.grad_clip, recipe.augment) == (1e-3, "trivial", 3, None,
                                                                                            False)
     assert recipe.model_kwargs == {"dim": 64} and RECIPES["cpu"].policy is None  # the recipe itself is untouched
-    for bad, says in [("epochs=abc", "expects int"), ("nope=1", "no such recipe field"), ("lr", "KEY=VALUE"),
+    for bad, says in [("epochs=abc", "expects int"), ("nope=1", "Recipe has no such field"), ("lr", "KEY=VALUE"),
                       ("augment=3", "expects bool"), ("epochs=None", "not optional")]:
         with pytest.raises(ValueError, match=says):
             apply_overrides(RECIPES["cpu"], [bad])

@@ -15,6 +15,7 @@ import sys
 
 import torch
 
+from ..training.recipes import apply_overrides
 from ..training.seq2seq_task import TrainConfig, run
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,12 +35,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="torch threads (default 1: it does not stall when other processes share the "
                              "cores; 0 = PyTorch's choice)")
     parser.add_argument("--no-write", action="store_true", help="do not write results/ (for trials)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="any other TrainConfig field, type-checked as the train program's --set, e.g. "
+                             "--set warmup_steps=50 dropout=0.1")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = TrainConfig(task=args.task, steps=args.steps, batch_size=args.batch_size, lr=args.lr, d_model=args.d_model,
                       d_ff=args.d_ff, num_encoder_layers=args.layers, num_decoder_layers=args.layers,
                       norm_first=not args.post_norm, seed=args.seed)
+    try:
+        cfg = apply_overrides(cfg, args.set)
+    except ValueError as exc:
+        parser.error(str(exc))
     argv = sys.argv[1:] if argv is None else argv
     run(cfg, write=not args.no_write, command=" ".join(["python -m course_utils.cli.seq2seq", *argv]))
     return 0

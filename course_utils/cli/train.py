@@ -2,6 +2,7 @@
 
     python -m course_utils.cli.train --recipe cpu --out runs/cpu            # train, resume if interrupted
     python -m course_utils.cli.train --recipe cpu --set lr=1e-3 policy=trivial
+    python -m course_utils.cli.train --recipe laptop --train-images 10000 --result ch07_vit_laptop
     torchrun --nproc_per_node 2 -m course_utils.cli.train --recipe cpu ...  # DistributedDataParallel
 
 The recipes: ``training/recipes.py``; the loop: ``training/trainer.py``.
@@ -13,7 +14,8 @@ import dataclasses
 import sys
 
 from ..training.recipes import RECIPES, apply_overrides
-from ..training.trainer import train
+from ..training.data import load_cifar10, split_validation
+from ..training.trainer import subset, train
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, choices=["vit", "resnet"], help="override the recipe's model")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="override recipe fields, e.g. --set lr=1e-3 policy=trivial")
+    parser.add_argument("--train-images", type=int, default=None, metavar="N",
+                        help="cut the training split to N images (seeded; validation and test stay whole)")
     parser.add_argument("--device", default=None)
     parser.add_argument("--stop-after", type=int, default=None, help="train at most this many epochs now")
     args = parser.parse_args(argv)
@@ -38,8 +42,13 @@ def main(argv: list[str] | None = None) -> int:
         recipe = apply_overrides(recipe, args.set)
     except ValueError as exc:
         parser.error(str(exc))
-    train(recipe, args.out or f"runs/{recipe.name}", fast=args.fast, result_name=args.result, device=args.device,
-          max_epochs_this_call=args.stop_after)
+    data = None
+    if args.train_images:
+        raw = load_cifar10(allow_synthetic=args.fast)
+        data = subset(split_validation(raw, val_size=recipe.val_size, seed=recipe.seed), args.train_images, None,
+                      seed=recipe.seed)
+    train(recipe, args.out or f"runs/{recipe.name}", fast=args.fast, data=data, result_name=args.result,
+          device=args.device, max_epochs_this_call=args.stop_after)
     return 0
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["greedy_decode", "beam_search", "sample_decode"]
+__all__ = ["greedy_decode", "beam_search", "beam_search_scored", "sample_decode"]
 
 
 def _check_decode_args(fn: str, src: Tensor, max_new_tokens: int) -> None:
@@ -83,9 +83,8 @@ def sample_decode(model: nn.Module, src: Tensor, max_new_tokens: int, bos_id: in
     return ys
 
 
-@torch.no_grad()
 def beam_search(model: nn.Module, src: Tensor, max_new_tokens: int, bos_id: int, eos_id: int, pad_id: int,
-                beam_size: int = 4, length_penalty: float = 0.0, return_scores: bool = False):
+                beam_size: int = 4, length_penalty: float = 0.0) -> Tensor:
     """Keep the ``beam_size`` best partial outputs by total log-probability; same format as ``greedy_decode``.
 
     The score of a hypothesis is ``s(y_1..t) = sum_k log P(y_k | y_<k, src)``; each step extends
@@ -95,8 +94,15 @@ def beam_search(model: nn.Module, src: Tensor, max_new_tokens: int, bos_id: int,
     hypothesis of every sequence has finished (or after ``max_new_tokens`` steps) and returns
     the best one, ranked by ``score / length ** length_penalty`` (``length_penalty = 0``: the raw
     sum, which favours short outputs when lengths vary).  With ``beam_size = 1`` this is greedy
-    decoding.  ``return_scores=True`` also returns the chosen hypotheses' scores ``(B,)``.
+    decoding.  ``beam_search_scored`` also returns the chosen hypotheses' scores.
     """
+    return beam_search_scored(model, src, max_new_tokens, bos_id, eos_id, pad_id, beam_size, length_penalty)[0]
+
+
+@torch.no_grad()
+def beam_search_scored(model: nn.Module, src: Tensor, max_new_tokens: int, bos_id: int, eos_id: int, pad_id: int,
+                       beam_size: int = 4, length_penalty: float = 0.0) -> tuple[Tensor, Tensor]:
+    """``beam_search``'s output ``(B, 1 + T)`` and the chosen hypotheses' scores ``(B,)``."""
     _check_decode_args("beam_search", src, max_new_tokens)
     batch, k = src.shape[0], beam_size
     src_keep = src != pad_id
@@ -134,4 +140,4 @@ def beam_search(model: nn.Module, src: Tensor, max_new_tokens: int, bos_id: int,
     best = ranked.argmax(dim=-1)  # (B,)
     rows = torch.arange(batch, device=src.device) * k + best
     out = ys[rows]
-    return (out, scores[torch.arange(batch, device=src.device), best]) if return_scores else out
+    return out, scores[torch.arange(batch, device=src.device), best]

@@ -155,8 +155,10 @@ class RelativePositionBias(nn.Module):
 
     ``forward(m, n)`` returns ``(num_heads, m, n)`` to add to the attention scores of ``m``
     queries and ``n`` keys: entry ``[h, i, j] = bias[h, clip(j - i) + max_distance]``.  The bias
-    of a pair of tokens depends only on how far apart they are, not where they are (the idea of
-    Shaw et al. 2018, in the simple per-head scalar form of T5 and Swin, without T5's log buckets).
+    of a pair of tokens depends only on how far apart they are, not where they are.  This scalar
+    per-head form is T5's (Raffel et al. 2020, which buckets long offsets logarithmically instead
+    of clipping) and Swin's; Shaw et al. (2018), who introduced relative positions, learned vectors
+    per offset and added them to the keys and values instead.
     """
 
     def __init__(self, num_heads: int, max_distance: int):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import TypeVar
 
 from torch import nn
 
@@ -17,6 +18,8 @@ from ..references.vit import ViT
 from .data import CLASSES
 
 __all__ = ["Recipe", "RECIPES", "CIFAR_VIT", "build_model", "apply_overrides"]
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass
@@ -78,6 +81,15 @@ RECIPES: dict[str, Recipe] = {
         grad_clip=1.0, augment=True, policy="trivial", mixup_alpha=0.8, cutmix_alpha=1.0, amp="auto",
         compile=True, channels_last=True, eval_batch_size=1000,
     ),
+    # A laptop CPU's few minutes, for chapter 7's "train your own ViT": a plain ViT with 4x4 patches
+    # (64 tokens) small enough for a learner's own class; the command line's --train-images (or the
+    # chapter's own subset) cuts the training split.
+    "laptop": Recipe(
+        name="laptop",
+        model_kwargs=dict(CIFAR_VIT, patch_size=4, dim=64, depth=4, num_heads=4, mlp_dim=128, dropout=0.0),
+        epochs=10, batch_size=128, lr=2e-3, weight_decay=0.05, warmup_epochs=1, label_smoothing=0.1,
+        grad_clip=1.0, augment=True, amp="auto",
+    ),
     # Seconds on a CPU: for tests and fast mode.
     "smoke": Recipe(
         name="smoke",
@@ -98,8 +110,9 @@ def build_model(recipe: Recipe) -> nn.Module:
     raise ValueError(f"unknown model {recipe.model!r}: choose 'vit' or 'resnet'")
 
 
-def apply_overrides(recipe: Recipe, items: list[str]) -> Recipe:
-    """``recipe`` with ``KEY=VALUE`` overrides applied, each checked against the field's type.
+def apply_overrides(recipe: T, items: list[str]) -> T:
+    """``recipe`` (a ``Recipe`` or any other config dataclass, e.g. chapter 06's ``TrainConfig``)
+    with ``KEY=VALUE`` overrides applied, each checked against the field's type.
 
     A value is read as JSON (``lr=1e-3``, ``epochs=30``, ``augment=false``,
     ``model_kwargs={"dim": 256}``); a bare word that is not JSON is a string
@@ -113,7 +126,8 @@ def apply_overrides(recipe: Recipe, items: list[str]) -> Recipe:
         if not sep:
             raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. lr=1e-3")
         if key not in fields:
-            raise ValueError(f"--set {key}: no such recipe field; the fields are {', '.join(sorted(fields))}")
+            raise ValueError(f"--set {key}: {type(recipe).__name__} has no such field; "
+                             f"the fields are {', '.join(sorted(fields))}")
         if text in ("None", "null"):
             value = None
         else:

@@ -21,7 +21,7 @@ import dataclasses
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -38,7 +38,7 @@ RESULT_NAME = "ch06_seq2seq"
 MODEL_FILE = "ch06_seq2seq_model.pth"
 
 __all__ = ["PAD", "BOS", "EOS", "VOCAB_SIZE", "TaskConfig", "TrainConfig", "to_tokens", "to_text",
-           "make_examples", "make_batch", "HeldOut", "make_heldout", "build_model", "exact_match",
+           "make_examples", "make_batch", "HeldOut", "make_heldout", "build_model", "exact_match", "Evaluation",
            "evaluate", "train", "run", "load_trained_model"]
 
 
@@ -213,14 +213,21 @@ def _decode(model, src: Tensor, method: str, max_new_tokens: int, *, beam_size: 
     raise ValueError(f"unknown decoding method {method!r}")
 
 
+class Evaluation(NamedTuple):
+    """What ``evaluate`` measures: the exact-match ``accuracy``, the outcome per sequence
+    ``hits (N,)`` (bool) and the decoded sequences ``outputs (N, W)``, padded with ``PAD``."""
+
+    accuracy: float
+    hits: Tensor
+    outputs: Tensor
+
+
 @torch.no_grad()
-def evaluate(model, data: HeldOut, method: str = "greedy", *, batch_size: int = 500, return_outputs: bool = False,
-             **kw):
-    """Exact-match accuracy on ``data`` and the per-sequence outcome ``(N,)`` (bool).
+def evaluate(model, data: HeldOut, method: str = "greedy", *, batch_size: int = 500, **kw) -> Evaluation:
+    """Decode every source of ``data`` and compare with its target (see ``Evaluation``).
 
     ``method`` is ``"greedy"``, ``"beam"`` (keyword ``beam_size``) or ``"sample"`` (keywords
-    ``temperature``, ``generator``).  With ``return_outputs`` the decoded sequences ``(N, W)``
-    (padded with ``PAD``) come third.
+    ``temperature``, ``generator``).
     """
     was_training = model.training
     model.eval()
@@ -233,11 +240,9 @@ def evaluate(model, data: HeldOut, method: str = "greedy", *, batch_size: int = 
         outputs.append(pred)
     model.train(was_training)
     hit = torch.cat(hits)
-    if not return_outputs:
-        return float(hit.double().mean()), hit
     width = max(o.shape[1] for o in outputs)
     padded = torch.cat([F.pad(o, (0, width - o.shape[1]), value=PAD) for o in outputs])
-    return float(hit.double().mean()), hit, padded
+    return Evaluation(float(hit.double().mean()), hit, padded)
 
 
 def train(cfg: TrainConfig, *, log: Callable[[str], None] | None = print, val: HeldOut | None = None,
@@ -268,7 +273,7 @@ def train(cfg: TrainConfig, *, log: Callable[[str], None] | None = print, val: H
         window.append(trainer.step(loss))
         if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
             tick = time.perf_counter()
-            acc = evaluate(model, val)[0] if val is not None else None
+            acc = evaluate(model, val).accuracy if val is not None else None
             eval_time += time.perf_counter() - tick
             history["step"].append(step + 1)
             history["train_loss"].append(sum(window) / len(window))
@@ -314,16 +319,15 @@ def run(cfg: TrainConfig, *, write: bool = True, log: Callable[[str], None] | No
 
     tick = time.perf_counter()
     test_results: dict[str, Any] = {"size": len(test)}
-    greedy_acc, greedy_hit = evaluate(model, test, "greedy")
-    beam_acc, beam_hit = evaluate(model, test, "beam", beam_size=cfg.beam_size)
+    greedy_acc, greedy_hit, _ = evaluate(model, test, "greedy")
+    beam_acc, beam_hit, _ = evaluate(model, test, "beam", beam_size=cfg.beam_size)
     test_results["greedy"] = {"exact_match": greedy_acc}
     test_results["beam"] = {"exact_match": beam_acc, "beam_size": cfg.beam_size,
                             "disagreements_with_greedy": int((greedy_hit != beam_hit).sum())}
     test_results["sampling"] = []
     for temp in cfg.temperatures:
         generator = torch.Generator().manual_seed(cfg.seed + 2)
-        acc, hit, outputs = evaluate(model, test, "sample", temperature=temp, generator=generator,
-                                     return_outputs=True)
+        acc, hit, outputs = evaluate(model, test, "sample", temperature=temp, generator=generator)
         wrong = (~hit).nonzero().flatten()[:4].tolist()  # the first few mistakes, in test-set order
         test_results["sampling"].append({
             "temperature": temp, "exact_match": acc,

@@ -237,11 +237,14 @@ def evaluate(model: nn.Module, loader, amp_dtype=None, *, confusion: bool = Fals
     return out
 
 
-def subset(data: cdata.Split, n_train: int, n_eval: int, seed: int = 0) -> cdata.Split:
-    """A seeded random subset of every split (the stored order is sorted by class)."""
+def subset(data: cdata.Split, n_train: int, n_eval: int | None, seed: int = 0) -> cdata.Split:
+    """A seeded random subset of every split (the stored order is sorted by class); with
+    ``n_eval=None`` only the training split is cut and validation and test stay whole."""
     g = torch.Generator().manual_seed(seed)
 
     def pick(images, labels, n):
+        if n is None:
+            return images, labels
         idx = torch.randperm(len(images), generator=g)[:n]
         return images[idx], labels[idx]
 
@@ -332,8 +335,12 @@ def _load_data(recipe: Recipe, data: cdata.Split | None, fast: bool) -> cdata.Sp
 def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data: cdata.Split | None = None,
           device: str | torch.device | None = None, result_name: str | None = None,
           log: Callable[[str], None] = print, max_epochs_this_call: int | None = None,
-          evaluate_test: bool = True, on_epoch: Callable[[dict], None] | None = None) -> dict:
+          evaluate_test: bool = True, on_epoch: Callable[[dict], None] | None = None,
+          model: nn.Module | None = None) -> dict:
     """Train ``recipe`` into ``out_dir`` (resuming from its checkpoint) and return the summary.
+
+    ``model`` trains a network of your own (e.g. chapter 7's ``ViT``, ``images (B, 3, 32, 32) ->
+    logits (B, 10)``) with the recipe's optimiser, schedule and data instead of the recipe's model.
 
     ``fast`` trains on a subset (``fast_train`` images, ``fast_epochs`` epochs), falling back
     to synthetic data when CIFAR-10 is absent.  ``result_name`` also writes
@@ -360,7 +367,7 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
     data = _load_data(recipe, data, fast)
     num_classes = len(cdata.CLASSES)
 
-    model = build_model(recipe).to(device)
+    model = (build_model(recipe) if model is None else model).to(device)
     if recipe.channels_last:
         model = model.to(memory_format=torch.channels_last)
     loader = cdata.BatchLoader(data.train_images, data.train_labels, recipe.batch_size, shuffle=True,
