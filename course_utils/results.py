@@ -24,6 +24,13 @@ from .files import atomic_path
 INSTALLED_RESULTS = Path("share") / "attention-course" / "results"  # pyproject.toml's data-files
 
 
+def checkout_root() -> Path | None:
+    """The course repository this package runs from (itself or an editable install of it), or
+    None for an installed copy: the one place that knows where the package sits in a checkout."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "pyproject.toml").is_file() and (root / "course_utils").is_dir() else None
+
+
 def find_results_dir() -> Path:
     """Where result files live, looked up without assuming how the package was installed:
 
@@ -37,8 +44,8 @@ def find_results_dir() -> Path:
     """
     if settings.get("COURSE_RESULTS_DIR"):
         return Path(settings.get("COURSE_RESULTS_DIR"))
-    checkout = Path(__file__).resolve().parents[1]
-    if (checkout / "pyproject.toml").is_file() and (checkout / "results").is_dir():
+    checkout = checkout_root()
+    if checkout is not None and (checkout / "results").is_dir():
         return checkout / "results"
     import site
     import sysconfig
@@ -51,7 +58,8 @@ def find_results_dir() -> Path:
     for prefix in prefixes:
         if prefix and (Path(prefix) / INSTALLED_RESULTS).is_dir():
             return Path(prefix) / INSTALLED_RESULTS
-    return checkout / "results"  # nothing found: read_result's error names this path
+    # nothing found: read_result's error names this path
+    return (checkout or Path(__file__).resolve().parent.parent) / "results"
 
 
 RESULTS_DIR = find_results_dir()
@@ -69,7 +77,9 @@ def code_version() -> str:
     Long runs call this when they start, so a result names the code that ran even if the
     checkout changes before the run ends.
     """
-    root = Path(__file__).resolve().parents[1]
+    root = checkout_root()
+    if root is None:
+        return "unknown (an installed copy, not a git checkout)"
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                                 check=True).stdout.strip()

@@ -136,3 +136,11 @@ def test_every_program_has_the_same_shape(name, capsys):
         module.main(["--help"])
     assert exit_.value.code == 0
     assert f"python -m course_utils.cli.{name}" in capsys.readouterr().out
+
+
+def test_the_package_finds_its_checkout_in_one_place():
+    """A module that walks up from its own file (``parents[1]``) breaks when it moves to another
+    tier or is installed: ``results.checkout_root()`` is the one place that knows."""
+    walkers = sorted(_module_name(p) for p in PKG.rglob("*.py")
+                     if re.search(r"parents\[\d\]|parent\.parent", p.read_text()))
+    assert walkers == ["course_utils.grading.pristine", "course_utils.results"], walkers

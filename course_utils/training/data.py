@@ -28,11 +28,11 @@ from torch import Tensor
 
 from .. import settings
 from ..files import torch_save
+from ..results import checkout_root
 
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 MEAN = (0.4914, 0.4822, 0.4465)  # per-channel statistics of the CIFAR-10 training set
 STD = (0.2470, 0.2435, 0.2616)
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def cache_dir() -> Path:
@@ -165,8 +165,10 @@ def _cached(path: Path) -> ImageData:
 def _candidates() -> list[Path]:
     env = settings.get("COURSE_CIFAR10")
     places = [Path(env)] if env else []
-    places += [cache_dir() / "cifar-10-batches-py", cache_dir(),
-               PROJECT_ROOT.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"]
+    places += [cache_dir() / "cifar-10-batches-py", cache_dir()]
+    checkout = checkout_root()
+    if checkout is not None:  # a copy beside the repository, as the course's machines keep it
+        places.append(checkout.parent / "shared" / "data" / "cifar10-jpeg.tar.gz")
     return places
 
 
