@@ -54,8 +54,12 @@ def time_chapter(cid: str) -> dict:
         NotebookClient(nb, timeout=-1, kernel_name="python3", resources={"metadata": {"path": str(folder)}},
                        record_timing=True, env=env).execute()
         wall = time.perf_counter() - start
-    cells = [{"index": i, "seconds": round(s, 2), "first_line": _first_line(c.source)}
-             for i, c in enumerate(nb.cells) if c.cell_type == "code" and (s := _seconds(c)) is not None]
+    cells, section = [], ""
+    for i, c in enumerate(nb.cells):
+        if c.cell_type == "markdown":  # the section a cell belongs to names it for a reader
+            section = next((ln.lstrip("#").strip() for ln in c.source.splitlines() if ln.startswith("## ")), section)
+        elif (s := _seconds(c)) is not None:
+            cells.append({"index": i, "seconds": round(s, 2), "section": section, "first_line": _first_line(c.source)})
     return {"total_s": round(sum(c["seconds"] for c in cells), 1), "wall_s": round(wall, 1),
             "slow_cells": [c for c in cells if c["seconds"] >= SLOW_CELL_S], "code_cells": len(cells)}
 
