@@ -103,3 +103,13 @@ class LiveCurves:
         self.history.append(record)
         if self._handle is not None:
             self._handle.update(self._draw())
+
+
+def figure_png(figure, dpi: int = 110) -> bytes:
+    """A matplotlib ``Figure`` as PNG bytes: ``IPython.display.Image(figure_png(fig))`` shows it in
+    Jupyter whether or not pyplot's inline backend is active (a bare ``Figure`` shows only then)."""
+    import io
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi, facecolor=figure.get_facecolor())
+    return buffer.getvalue()

@@ -29,7 +29,30 @@ def substitutions() -> dict[str, str]:
     out["install_torch_gb"] = f"{d['torch_bytes'] / 1e9:.1f}"
     out["install_torch_version"] = d["torch_version"]
     out["install_measured_on"] = prov["date"][:10]
+    out.update(_notebook_times())
     return out
+
+
+def _notebook_times() -> dict[str, str]:
+    """``notebook_times_table``: a Markdown table of each chapter's full-mode time and slowest cell."""
+    times = _read("notebook_times", "python -m benchmarks.notebook_times")
+    d, prov = times["data"], times["provenance"]
+    rows = ["| chapter | whole notebook | its slowest cell |", "|---|---|---|"]
+
+    def duration(seconds: float) -> str:
+        return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+    for cid, t in d["chapters"].items():
+        slow = max(t["slow_cells"], key=lambda c: c["seconds"], default=None)
+        slowest = (f"{duration(slow['seconds'])}, in {slow['section'].replace('|', '/')}" if slow
+                   else f"none takes {d['slow_cell_s']:.0f} s")
+        rows.append(f"| {cid} | {duration(t['total_s'])} | {slowest} |")
+    hw = prov["hardware"]
+    return {"notebook_times_table": "\n".join(rows),
+            "notebook_times_machine": f"{hw['cpu']}, {hw['cpu_cores']} cores, no GPU" if not hw.get("gpu")
+            else f"{hw['cpu']} with {hw['gpu']}",
+            "notebook_times_load": f"{d['load_average_1min']['start']} -> {d['load_average_1min']['end']}",
+            "notebook_times_date": prov["date"][:10]}
 
 
 def _add(app, config) -> None:
