@@ -89,6 +89,8 @@ def test_chapter_pages_offer_the_student_notebook(built_book):
         assert len(shipped) == 1, f"{cid}: the notebook is not shipped with the book ({shipped})"
         assert shipped[0].read_bytes() == (ROOT / "notebooks" / cid / f"{cid}.ipynb").read_bytes(), \
             f"{cid}: the shipped notebook is not the student release"
+        # The theme's own download menu would hand out the page's source, solutions included.
+        assert "btn-download-source-button" not in html, f"{cid}: the theme offers the page's source for download"
 
 
 def test_book_publishes_only_toc_pages(built_book):
