@@ -56,8 +56,9 @@ class Trainer:
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *,
                  lr_factor: Callable[[int], float] | None = None, grad_clip: float | None = None,
-                 amp_dtype: torch.dtype | None = None, net: nn.Module | None = None):
+                 amp_dtype: torch.dtype | None = None, net: nn.Module | None = None, eval_flip: bool = False):
         self.model, self.optimizer, self.grad_clip, self.amp_dtype = model, optimizer, grad_clip, amp_dtype
+        self.eval_flip = eval_flip
         self.net = net or model
         self.device = next(model.parameters()).device
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor) if lr_factor else None
@@ -115,8 +116,10 @@ class Trainer:
             bar.set_postfix(loss=f"{loss_sum / seen:.3f}", acc=f"{correct / seen:.3f}")
         return {"loss": loss_sum / seen, "acc": correct / seen, "seen": seen, "seconds": time.perf_counter() - start}
 
-    def evaluate(self, batches, *, confusion: bool = False) -> dict:
-        return evaluate(self.model, batches, self.amp_dtype, confusion=confusion)
+    def evaluate(self, batches, *, confusion: bool = False, flip: bool | None = None) -> dict:
+        """``evaluate`` with the trainer's precision; ``flip`` defaults to the trainer's ``eval_flip``."""
+        return evaluate(self.model, batches, self.amp_dtype, confusion=confusion,
+                        flip=self.eval_flip if flip is None else flip)
 
     def state_dict(self) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
@@ -213,15 +216,19 @@ def _time_steps(model: nn.Module, x: Tensor, dtype: torch.dtype | None) -> float
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, loader, amp_dtype=None, *, confusion: bool = False) -> dict:
-    """Mean loss and accuracy of a classifier over batches ``(x, y)``; with ``confusion`` also the
-    confusion matrix (``confusion[true][predicted]`` counts, a list of lists)."""
+def evaluate(model: nn.Module, loader, amp_dtype=None, *, confusion: bool = False, flip: bool = False) -> dict:
+    """Mean loss and accuracy of a classifier over batches ``(x (B, C, H, W), y (B,))``; with
+    ``confusion`` also the confusion matrix (``confusion[true][predicted]`` counts, a list of
+    lists).  ``flip`` averages the logits of each image and its left-right mirror (the mirror is
+    a training augmentation, so the model has learned both views)."""
     model.eval()
     total, correct, loss_sum = 0, 0, 0.0
     matrix = None
     for x, y in loader:
         with torch.autocast(x.device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
             logits = model(x)
+            if flip:
+                logits = (logits + model(x.flip(-1))) / 2
         num_classes = logits.shape[-1]
         if matrix is None:
             matrix = torch.zeros(num_classes, num_classes, dtype=torch.long)
@@ -386,7 +393,8 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
     if recipe.compile:
         net = torch.compile(net)
     trainer = Trainer(model, optimizer, lr_factor=lr_factor(recipe.schedule, total_steps, warmup_steps),
-                      grad_clip=recipe.grad_clip, amp_dtype=choose_amp(recipe, model, device, log), net=net)
+                      grad_clip=recipe.grad_clip, amp_dtype=choose_amp(recipe, model, device, log), net=net,
+                      eval_flip=recipe.eval_flip)
 
     state = {"epoch": 0, "history": [], "best_val": -1.0, "best_state": None, "elapsed": 0.0}
     mix_gen = torch.Generator().manual_seed(recipe.seed + 1)  # MixUp/CutMix draws, saved with the checkpoint
@@ -467,6 +475,8 @@ def _test_once(trainer: Trainer, best_state: dict, data: cdata.Split, recipe: Re
     test = trainer.evaluate(test_loader, confusion=True)
     summary.update({"test_acc": test["acc"], "test_loss": test["loss"], "test_confusion": test["confusion"],
                     "classes": list(cdata.CLASSES)})
+    if trainer.eval_flip:  # what the mirrored view adds, measured on the same weights and images
+        summary["test_acc_single_view"] = trainer.evaluate(test_loader, flip=False)["acc"]
     files.torch_save(trainer.model.state_dict(), out / "best_model.pt")
 
 

@@ -1,0 +1,116 @@
+"""Time to accuracy of the ``cpu`` recipe (chapter 07), seed by seed, per machine.
+
+    python -m benchmarks.cpu_recipe --seeds 0 1 2   # trains each seed (about half an hour each)
+    python -m benchmarks.cpu_recipe                 # rebuilds the table from the stored runs only
+
+Seed 0 writes ``results/ch07_vit_cpu.json`` (the run chapter 07 shows, with its weights); seed s > 0
+writes ``results/ch07_vit_cpu_seed<s>.json``.  Each trains into ``runs/cpu_seed<s>`` and resumes
+there when restarted.  The table, ``results/bench_cpu_recipe.json``, groups the stored runs of the
+current recipe by the machine that made them (CPU model, cores, precision) and gives per seed:
+
+- time to 80% and to 85%: training time (the validation pass included) at the end of the first
+  epoch whose validation accuracy reaches it, or None;
+- validation accuracy at 30 minutes: that of the last epoch finished by then;
+- the test accuracy, evaluated once with the best-validation weights, with the mirrored view
+  (the recipe's evaluation) and without it;
+
+and per machine the mean and the sample standard deviation over its seeds.  Runs of another recipe
+(an older version of ``cpu``) are left out of the table, so it never mixes two recipes.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+
+from course_utils.results import RESULTS_DIR, read_result, write_result
+from course_utils.training.recipes import RECIPES
+
+BUDGET_S = 30 * 60
+THRESHOLDS = (0.80, 0.85)
+
+
+def result_name(seed: int) -> str:
+    return "ch07_vit_cpu" if seed == 0 else f"ch07_vit_cpu_seed{seed}"
+
+
+def train_seed(seed: int) -> None:
+    """One seed of the recipe, into ``runs/cpu_seed<seed>`` (resumable) and ``results/``."""
+    from course_utils.training.trainer import train
+
+    recipe = dataclasses.replace(RECIPES["cpu"], seed=seed)
+    train(recipe, f"runs/cpu_seed{seed}", result_name=result_name(seed))
+    if seed != 0:  # only the run the chapter shows keeps its weights in results/
+        (RESULTS_DIR / f"{result_name(seed)}_model.pth").unlink(missing_ok=True)
+
+
+def seed_row(run: dict) -> dict:
+    """The per-seed facts of one stored run (``data`` of a results file)."""
+    history = run["history"]
+
+    def time_to(acc: float):
+        return next((h["elapsed_s"] for h in history if h["val_acc"] >= acc), None)
+
+    within = [h for h in history if h["elapsed_s"] <= BUDGET_S]
+    return {"seed": run["recipe"]["seed"], "epochs": run["epochs_done"], "train_time_s": run["train_time_s"],
+            **{f"time_to_{round(t * 100)}_s": time_to(t) for t in THRESHOLDS},
+            "val_acc_at_30_min": within[-1]["val_acc"] if within else None,
+            "best_val_acc": run["best_val_acc"], "test_acc": run["test_acc"],
+            "test_acc_single_view": run.get("test_acc_single_view")}
+
+
+def spread(values: list) -> dict | None:
+    """Mean, sample standard deviation, min and max of the values that exist (None where none do)."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"n": len(values), "mean": statistics.fmean(values),
+            "std": statistics.stdev(values) if len(values) > 1 else None, "min": min(values), "max": max(values)}
+
+
+def summarize(max_seed: int = 20) -> dict:
+    """The table from every stored seed of the current recipe, grouped by machine."""
+    current = RECIPES["cpu"].to_dict()
+    machines: dict[str, dict] = {}
+    for seed in range(max_seed):
+        path = RESULTS_DIR / f"{result_name(seed)}.json"
+        if not path.exists():
+            continue
+        stored = read_result(result_name(seed))
+        run, hw = stored["data"], stored["provenance"]["hardware"]
+        if {**run["recipe"], "seed": 0} != {**current, "seed": 0} or run.get("fast"):
+            continue
+        key = f"{hw['cpu']}, {hw['cpu_cores']} cores, {run['amp']}"
+        entry = machines.setdefault(key, {"cpu": hw["cpu"], "cpu_cores": hw["cpu_cores"], "amp": run["amp"],
+                                          "torch": stored["provenance"]["versions"]["torch"], "seeds": []})
+        entry["seeds"].append({**seed_row(run), "git_commit": stored["provenance"]["git_commit"],
+                               "date": stored["provenance"]["date"]})
+    for entry in machines.values():
+        rows = entry["seeds"]
+        entry["summary"] = {k: spread([r[k] for r in rows]) for k in
+                            ("time_to_80_s", "time_to_85_s", "val_acc_at_30_min", "test_acc",
+                             "test_acc_single_view", "train_time_s")}
+        entry["seeds_reaching"] = {f"{round(t * 100)}%": sum(r[f"time_to_{round(t * 100)}_s"] is not None
+                                                              for r in rows) for t in THRESHOLDS}
+    return {"recipe": current, "budget_s": BUDGET_S, "machines": machines}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="*", default=[], help="train these seeds first")
+    args = parser.parse_args()
+    for seed in args.seeds:
+        train_seed(seed)
+    table = summarize()
+    path = write_result("bench_cpu_recipe", table, dataset="CIFAR-10, JPEG copy",
+                        split="validation (5,000 images carved from the training set); test evaluated once")
+    for key, entry in table["machines"].items():
+        s = entry["summary"]
+        print(f"{key}: {len(entry['seeds'])} seeds; test {s['test_acc']['mean']:.4f} "
+              f"(min {s['test_acc']['min']:.4f}, max {s['test_acc']['max']:.4f}); "
+              f"reached 85%: {entry['seeds_reaching']['85%']}/{len(entry['seeds'])}")
+    print(f"written {path}")
+
+
+if __name__ == "__main__":
+    main()
