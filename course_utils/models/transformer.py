@@ -14,26 +14,79 @@ Masks are bool, True = may attend (PyTorch's bool masks mean the opposite).  The
 token ids and finds padding itself (``tokens != pad_id``).
 
 The model has the interface the decoders of ``references.decoding`` use: ``encode(src)`` and
-``decode(tgt, memory, src_keep)``.
+``decode(tgt, memory, src_keep)``.  For decoding one token at a time it also has an incremental
+path, ``decode_step(token, memory, src_keep, cache)``: each decoder layer keeps the keys and
+values of its self-attention for the positions already fed (``LayerCache``, ``DecoderCache``),
+so a step runs the decoder on the newest position only, instead of on the whole prefix again.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..references.masking import causal_mask, key_mask
-from ..references.multihead import MultiHeadAttention
+from ..references.masking import causal_mask, key_mask, masked_softmax
+from ..references.multihead import MultiHeadAttention, merge_heads, split_heads
 from ..references.positional import sinusoidal_encoding
 
-__all__ = ["EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "Seq2SeqTransformer", "decoder_self_mask"]
+__all__ = ["EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "Seq2SeqTransformer", "decoder_self_mask",
+           "LayerCache", "DecoderCache"]
 
 
 def decoder_self_mask(tgt_keep: Tensor) -> Tensor:
     """``(B, t)`` real-token mask -> bool ``(B, 1, t, t)``: causal and not padding."""
     t = tgt_keep.shape[-1]
     return key_mask(tgt_keep) & causal_mask(t, device=tgt_keep.device)
+
+
+@dataclasses.dataclass
+class LayerCache:
+    """One decoder layer's keys and values, kept between decoding steps; heads split, ``(B, H, ., D)``.
+
+    ``self_k``, ``self_v``: ``(B, H, t, D)``, the self-attention keys and values of the t positions
+    fed so far (each step appends one).  ``cross_k``, ``cross_v``: ``(B, H, n, D)``, the
+    cross-attention keys and values, projected from the encoder's memory once per source.
+    """
+
+    self_k: Tensor
+    self_v: Tensor
+    cross_k: Tensor
+    cross_v: Tensor
+
+
+@dataclasses.dataclass
+class DecoderCache:
+    """What ``Seq2SeqTransformer.decode_step`` keeps between steps.
+
+    ``layers``: one ``LayerCache`` per decoder layer; ``tgt_keep (B, t)``: which of the t tokens fed
+    so far are real (not ``pad_id``: the padding after a finished sequence's EOS is masked as
+    keys, as ``decode`` masks it); ``memory_mask``: ``(B, 1, 1, n)`` from ``src_keep``, or None.
+    """
+
+    layers: list[LayerCache]
+    tgt_keep: Tensor
+    memory_mask: Tensor | None
+
+    @property
+    def length(self) -> int:
+        """t, the number of positions fed so far (the position of the next token)."""
+        return self.tgt_keep.shape[1]
+
+
+def _attend(attn: MultiHeadAttention, query: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    """``attn``'s forward pass with keys and values already projected and split into heads.
+
+    ``query (B, m, d_model)``, ``k``, ``v`` ``(B, H, n, D)`` -> ``(B, m, d_model)``: the same
+    operations as ``MultiHeadAttention.forward`` after its key and value projections, so a cached
+    step computes what the full pass computes for its row.
+    """
+    q = split_heads(attn.w_q(query), attn.num_heads)  # (B, H, m, D)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(attn.head_dim)  # (B, H, m, n)
+    weights = masked_softmax(scores, mask, dim=-1)
+    return attn.w_o(merge_heads(attn.dropout(weights) @ v))
 
 
 class EncoderLayer(nn.Module):
@@ -123,6 +176,47 @@ class DecoderLayer(nn.Module):
         x = self.norm2(x + self._ca(x, memory, memory_mask))
         return self.norm3(x + self._ff(x))
 
+    # ------------------------------------------------------------------ decoding with a cache
+    def start_cache(self, memory: Tensor) -> LayerCache:
+        """An empty self-attention cache and the cross-attention keys and values of ``memory (B, n, d)``.
+
+        The memory does not change while one output is decoded, so its keys and values are
+        projected here once, not at every step.
+        """
+        attn = self.cross_attn
+        empty = memory.new_zeros(memory.shape[0], self.self_attn.num_heads, 0, self.self_attn.head_dim)
+        return LayerCache(self_k=empty, self_v=empty,
+                          cross_k=split_heads(attn.w_k(memory), attn.num_heads),
+                          cross_v=split_heads(attn.w_v(memory), attn.num_heads))
+
+    def _sa_step(self, x: Tensor, cache: LayerCache, mask: Tensor) -> Tensor:
+        attn = self.self_attn
+        # The keys and values of the earlier positions do not change when a token is appended (the
+        # causal mask keeps every position from seeing later ones), so only the new position's are
+        # computed, and appended.  The cache holds only the past, so no causal mask is needed.
+        cache.self_k = torch.cat([cache.self_k, split_heads(attn.w_k(x), attn.num_heads)], dim=-2)
+        cache.self_v = torch.cat([cache.self_v, split_heads(attn.w_v(x), attn.num_heads)], dim=-2)
+        return self.dropout1(_attend(attn, x, cache.self_k, cache.self_v, mask))
+
+    def _ca_step(self, x: Tensor, cache: LayerCache, mask: Tensor | None) -> Tensor:
+        return self.dropout2(_attend(self.cross_attn, x, cache.cross_k, cache.cross_v, mask))
+
+    def forward_step(self, x: Tensor, cache: LayerCache, self_mask: Tensor,
+                     memory_mask: Tensor | None = None) -> Tensor:
+        """The newest position only: ``x (B, 1, d)`` -> ``(B, 1, d)``.
+
+        Equals (to rounding) the last row of ``forward`` on the whole prefix.  Appends the new
+        position's self-attention key and value to ``cache``; ``self_mask`` ``(B, 1, 1, t + 1)``
+        says which of the t cached positions and the new one are real tokens.
+        """
+        if self.norm_first:
+            x = x + self._sa_step(self.norm1(x), cache, self_mask)
+            x = x + self._ca_step(self.norm2(x), cache, memory_mask)
+            return x + self._ff(self.norm3(x))
+        x = self.norm1(x + self._sa_step(x, cache, self_mask))
+        x = self.norm2(x + self._ca_step(x, cache, memory_mask))
+        return self.norm3(x + self._ff(x))
+
 
 class Encoder(nn.Module):
     """``num_layers`` encoder layers and a final LayerNorm: ``forward(x (B, n, d), mask)``."""
@@ -156,6 +250,13 @@ class Decoder(nn.Module):
             x = layer(x, memory, self_mask, memory_mask)
         return self.norm(x)
 
+    def forward_step(self, x: Tensor, caches: list[LayerCache], self_mask: Tensor,
+                     memory_mask: Tensor | None = None) -> Tensor:
+        """``forward`` for the newest position only, ``x (B, 1, d)``, one ``LayerCache`` per layer."""
+        for layer, cache in zip(self.layers, caches):
+            x = layer.forward_step(x, cache, self_mask, memory_mask)
+        return self.norm(x)
+
 
 class Seq2SeqTransformer(nn.Module):
     """Token embeddings + sinusoidal positions + ``Encoder`` + ``Decoder`` + a linear readout.
@@ -163,7 +264,8 @@ class Seq2SeqTransformer(nn.Module):
     ``forward(src (B, n), tgt (B, t))`` -> logits ``(B, t, tgt_vocab)`` with teacher forcing:
     position i of the logits predicts ``tgt[:, i + 1]`` from ``tgt[:, :i + 1]`` and the whole
     source.  For decoding, the two halves are separate: ``memory = encode(src)`` once, then
-    ``decode(tgt, memory, src_keep)`` for every longer prefix, where ``src_keep = src != pad_id``.
+    ``decode(tgt, memory, src_keep)`` for every longer prefix, where ``src_keep = src != pad_id``;
+    or ``decode_step(token, memory, src_keep, cache)`` for one new token at a time, with a cache.
     """
 
     def __init__(self, src_vocab: int, tgt_vocab: int, d_model: int = 64, num_heads: int = 4,
@@ -211,6 +313,38 @@ class Seq2SeqTransformer(nn.Module):
         memory_mask = None if src_keep is None else key_mask(src_keep)
         x = self.decoder(self._embed(self.tgt_embed, tgt), memory, self_mask, memory_mask)
         return self.out(x)
+
+    def start_cache(self, memory: Tensor, src_keep: Tensor | None) -> DecoderCache:
+        """An empty ``DecoderCache`` for ``memory (B, n, d_model)``, with each layer's cross-attention
+        keys and values already projected (they depend on the source only)."""
+        return DecoderCache(layers=[layer.start_cache(memory) for layer in self.decoder.layers],
+                            tgt_keep=torch.zeros(memory.shape[0], 0, dtype=torch.bool, device=memory.device),
+                            memory_mask=None if src_keep is None else key_mask(src_keep))
+
+    def decode_step(self, token: Tensor, memory: Tensor, src_keep: Tensor | None,
+                    cache: DecoderCache | None = None) -> tuple[Tensor, DecoderCache]:
+        """Logits ``(B, tgt_vocab)`` for the token after ``token``, with cached keys and values.
+
+        ``token (B,)`` (or ``(B, 1)``) is the newest decoder input: ``BOS`` at the first call, with
+        ``cache=None``; then each token chosen.  Returns the logits and the cache, which now holds
+        one more position (the same object, updated: pass it to the next call).  After feeding
+        ``ys[:, 0], ..., ys[:, t-1]`` one by one, the logits equal (to rounding)
+        ``decode(ys[:, :t], memory, src_keep)[:, -1]``, the full recomputation, but the step runs
+        the decoder on one position instead of t.  ``memory`` and ``src_keep`` are read at the
+        first call only (the cache keeps their projections and the mask).
+        """
+        if cache is None:
+            cache = self.start_cache(memory, src_keep)
+        t = cache.length  # the new token's position
+        if t >= self.max_len:
+            raise ValueError(f"Seq2SeqTransformer.decode_step: position {t} but max_len={self.max_len}")
+        token = token.reshape(-1, 1)  # (B, 1)
+        # The same operations as _embed, for position t only.
+        x = self.tgt_embed(token) * math.sqrt(self.d_model) + self.pe[t:t + 1].to(self.tgt_embed.weight.dtype)
+        x = self.embed_dropout(x)
+        cache.tgt_keep = torch.cat([cache.tgt_keep, token != self.pad_id], dim=1)  # (B, t + 1)
+        x = self.decoder.forward_step(x, cache.layers, key_mask(cache.tgt_keep), cache.memory_mask)
+        return self.out(x)[:, 0], cache
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         src_keep = src != self.pad_id

@@ -4,7 +4,8 @@ Conventions (see book/course_spec.md, the exercise contract): row vectors, batch
 keys ``(..., n, d_k)``, values ``(..., n, d_v)``; functions return ``(output, weights)``
 with ``weights`` of shape ``(..., m, n)``, each row summing to 1.
 
-Chapter 01: ``softmax``, ``attention_pool``, ``attend``.
+Chapter 01: ``softmax``, ``attention_pool``, ``attend``; the additive score of Bahdanau et al.
+(2015), ``additive_scores`` and ``additive_attention`` (queries and keys may differ in size).
 Chapter 02: ``self_attention`` (unparameterised), ``SelfAttentionHead`` (learned W_q, W_k, W_v).
 Chapter 03: ``scaled_dot_product_attention`` (masks follow ``references.masking``; with
 ``need_weights=False`` it runs PyTorch's fused kernel), ``chunked_attention`` (online softmax
@@ -21,8 +22,8 @@ from torch import Tensor, nn
 
 from .masking import check_mask, masked_softmax
 
-__all__ = ["softmax", "attention_pool", "attend", "self_attention", "SelfAttentionHead",
-           "scaled_dot_product_attention", "chunked_attention", "topk_attention"]
+__all__ = ["softmax", "attention_pool", "attend", "additive_scores", "additive_attention", "self_attention",
+           "SelfAttentionHead", "scaled_dot_product_attention", "chunked_attention", "topk_attention"]
 
 
 def _require_float(name: str, fn: str, t: Tensor) -> None:
@@ -110,6 +111,81 @@ def attend(queries: Tensor, keys: Tensor, values: Tensor) -> tuple[Tensor, Tenso
     scores = queries @ keys.transpose(-2, -1)  # (..., m, n): row i scores query i
     weights = softmax(scores, dim=-1)  # normalise over the keys
     return weights @ values, weights
+
+
+def _check_additive(fn: str, queries: Tensor, keys: Tensor, W_q: Tensor, W_k: Tensor, w_v: Tensor) -> None:
+    """Raise a clear error unless the inputs of an additive score have compatible shapes."""
+    for name, t in (("queries", queries), ("keys", keys), ("W_q", W_q), ("W_k", W_k), ("w_v", w_v)):
+        _require_float(name, fn, t)
+    for name, t in (("queries", queries), ("keys", keys)):
+        if t.dim() < 2:
+            raise ValueError(f"{fn}: {name} must have shape (..., tokens, features), got {tuple(t.shape)}")
+    if W_q.dim() != 2 or W_k.dim() != 2 or w_v.dim() != 1:
+        raise ValueError(
+            f"{fn}: W_q must be (h, d_q), W_k (h, d_k) and w_v (h,); got {tuple(W_q.shape)}, "
+            f"{tuple(W_k.shape)}, {tuple(w_v.shape)}"
+        )
+    h = w_v.shape[0]
+    if W_q.shape != (h, queries.shape[-1]):
+        raise ValueError(
+            f"{fn}: W_q has shape {tuple(W_q.shape)}, expected (h, d_q) = ({h}, {queries.shape[-1]}): "
+            "one row per hidden unit, one column per query feature (the layout of nn.Linear(d_q, h).weight)"
+        )
+    if W_k.shape != (h, keys.shape[-1]):
+        raise ValueError(
+            f"{fn}: W_k has shape {tuple(W_k.shape)}, expected (h, d_k) = ({h}, {keys.shape[-1]}): "
+            "one row per hidden unit, one column per key feature (the layout of nn.Linear(d_k, h).weight)"
+        )
+    if len({t.dtype for t in (queries, keys, W_q, W_k, w_v)}) != 1:
+        raise TypeError(f"{fn}: mixed dtypes {queries.dtype}, {keys.dtype}, {W_q.dtype}, {W_k.dtype}, "
+                        f"{w_v.dtype}; convert all of them to one dtype")
+
+
+def additive_scores(queries: Tensor, keys: Tensor, W_q: Tensor, W_k: Tensor, w_v: Tensor) -> Tensor:
+    """The additive score of Bahdanau et al. (2015) for every (query, key) pair.
+
+    queries ``(..., m, d_q)``, keys ``(..., n, d_k)``, W_q ``(h, d_q)``, W_k ``(h, d_k)``, w_v ``(h,)``
+    -> scores ``(..., m, n)`` with ``e_ij = w_v . tanh(W_q q_i + W_k k_j)``.  Leading dims broadcast.
+
+    The papers write column vectors, ``W_q q``; with rows of queries that is ``queries @ W_q.T``,
+    which is what ``nn.Linear(d_q, h, bias=False)`` computes with ``weight = W_q``.  Every pair
+    needs its own sum, so the projections get a size-1 axis each, ``(..., m, 1, h)`` and
+    ``(..., 1, n, h)``, and broadcasting builds all ``m * n`` sums: an ``(..., m, n, h)`` tensor,
+    which is what makes this score cost more memory and time than a dot product.
+    """
+    _check_additive("additive_scores", queries, keys, W_q, W_k, w_v)
+    q = queries @ W_q.transpose(-2, -1)  # (..., m, h): W_q q_i for every query
+    k = keys @ W_k.transpose(-2, -1)  # (..., n, h): W_k k_j for every key
+    features = torch.tanh(q.unsqueeze(-2) + k.unsqueeze(-3))  # (..., m, 1, h) + (..., 1, n, h) -> (..., m, n, h)
+    return features @ w_v  # (..., m, n): the weighted sum over the h hidden units
+
+
+def additive_attention(queries: Tensor, keys: Tensor, values: Tensor, W_q: Tensor, W_k: Tensor,
+                       w_v: Tensor) -> tuple[Tensor, Tensor]:
+    """Soft lookup with the additive score ``e_ij = w_v . tanh(W_q q_i + W_k k_j)``.
+
+    queries ``(..., m, d_q)``, keys ``(..., n, d_k)``, values ``(..., n, d_v)``, W_q ``(h, d_q)``,
+    W_k ``(h, d_k)``, w_v ``(h,)`` -> context ``(..., m, d_v)``, weights ``(..., m, n)``.
+    Queries and keys may have different sizes (``d_q != d_k``): each is projected to ``h`` first.
+    Leading dims broadcast.
+    """
+    if not isinstance(values, Tensor) or values.dim() < 2:
+        raise ValueError(f"additive_attention: values must have shape (..., n, d_v), got {_shape_of(values)}")
+    if isinstance(keys, Tensor) and keys.dim() >= 2 and keys.shape[-2] != values.shape[-2]:
+        raise ValueError(
+            f"additive_attention: {keys.shape[-2]} keys but {values.shape[-2]} values "
+            f"(keys {tuple(keys.shape)}, values {tuple(values.shape)}); one value per key"
+        )
+    scores = additive_scores(queries, keys, W_q, W_k, w_v)  # (..., m, n)
+    if values.dtype != scores.dtype:
+        raise TypeError(f"additive_attention: values have dtype {values.dtype}, the scores {scores.dtype}; "
+                        "convert all inputs to one dtype")
+    weights = softmax(scores, dim=-1)  # normalise over the keys
+    return weights @ values, weights
+
+
+def _shape_of(t) -> str:
+    return str(tuple(t.shape)) if isinstance(t, Tensor) else type(t).__name__
 
 
 def _require_positive_int(fn: str, name: str, value) -> None:

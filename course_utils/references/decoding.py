@@ -1,12 +1,18 @@
 """Decoding an encoder-decoder model, token by token (chapter 06).
 
-``greedy_decode`` (graded in chapter 06), ``beam_search`` and ``sample_decode`` (temperature
-sampling), all stopping at end-of-sequence.  They work with any model that has
-``encode(src) -> memory`` and ``decode(tgt, memory, src_keep) -> logits (B, t, V)``
-(``models.transformer.Seq2SeqTransformer``; ``grading.doubles.CopyModel`` in tests).  They
+``greedy_decode`` and ``beam_search`` (both graded in chapter 06; ``beam_search_scored`` also
+returns the scores) and ``sample_decode`` (temperature sampling), all stopping at
+end-of-sequence.  They work with any model that has ``encode(src) -> memory`` and
+``decode(tgt, memory, src_keep) -> logits (B, t, V)`` (``models.transformer.Seq2SeqTransformer``;
+``grading.doubles.CopyModel`` and ``grading.beam_doubles.ScriptedModel`` in tests).  They
 return ``(B, 1 + T)`` token ids that start with ``bos_id``; a sequence that has produced
 ``eos_id`` is filled with ``pad_id`` afterwards, and the loop stops once every sequence has
 ended (or after ``max_new_tokens`` steps).
+
+``greedy_decode_cached`` gives ``greedy_decode``'s tokens with a key-value cache (its logits
+equal the full recomputation's to rounding error).  It needs a model with
+``decode_step(token, memory, src_keep, cache)`` (``Seq2SeqTransformer``), which runs the decoder
+on the newest position only instead of on the whole prefix.
 """
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["greedy_decode", "beam_search", "beam_search_scored", "sample_decode"]
+__all__ = ["greedy_decode", "greedy_decode_cached", "beam_search", "beam_search_scored", "sample_decode"]
 
 
 def _check_decode_args(fn: str, src: Tensor, max_new_tokens: int) -> None:
@@ -48,6 +54,34 @@ def greedy_decode(model: nn.Module, src: Tensor, max_new_tokens: int, bos_id: in
             break
         next_token = _step_logits(model, ys, memory, src_keep).argmax(dim=-1)
         next_token = next_token.masked_fill(done, pad_id)  # finished sequences only grow padding
+        ys = torch.cat([ys, next_token[:, None]], dim=1)
+        done = done | (next_token == eos_id)
+    return ys
+
+
+@torch.no_grad()
+def greedy_decode_cached(model: nn.Module, src: Tensor, max_new_tokens: int, bos_id: int, eos_id: int,
+                         pad_id: int) -> Tensor:
+    """``greedy_decode`` with a key-value cache: the same tokens, less work per step.
+
+    ``greedy_decode`` runs the decoder on the whole prefix ``ys (B, t)`` at step t and keeps only
+    the last position's logits: t positions through every layer, t * t attention scores per head.
+    Here ``model.decode_step`` feeds only the newest token; each layer appends that position's key
+    and value to its cache and attends from it to the t cached ones: one position through every
+    layer, t scores per head.  The cross-attention keys and values of the memory are projected
+    once, at the first step.  Needs ``model.decode_step(token, memory, src_keep, cache)``.
+    """
+    _check_decode_args("greedy_decode_cached", src, max_new_tokens)
+    src_keep = src != pad_id
+    memory = model.encode(src)
+    ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
+    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+    cache = None  # the first call builds it from the memory
+    for _ in range(max_new_tokens):
+        if done.all():
+            break
+        logits, cache = model.decode_step(ys[:, -1], memory, src_keep, cache)  # (B, V): after the newest token
+        next_token = logits.argmax(dim=-1).masked_fill(done, pad_id)
         ys = torch.cat([ys, next_token[:, None]], dim=1)
         done = done | (next_token == eos_id)
     return ys

@@ -6,18 +6,23 @@
 - ``sincos_2d_encoding``: fixed 2-D encoding of a grid of image patches (row half, column half);
 - ``rotary_embedding``: RoPE, the same rotations applied to queries and keys, so that their
   dot product depends on the positions only through the offset;
-- ``RelativePositionBias``: a learned bias per head and offset, added to the attention scores.
+- ``RelativePositionBias``: a learned bias per head and offset, added to the attention scores;
+- ``interpolate_positions``: a 1-D table of ``L`` position vectors resampled to a new length
+  (linear), to run a learned embedding on longer sequences;
+- ``resample_grid``: a ViT's position embeddings resampled to a new patch grid (bicubic, class
+  token kept aside), as timm's ``resample_abs_pos_embed`` does.
 
 Row-vector convention throughout: an encoding is a row, a linear map multiplies on the right.
 """
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 __all__ = [
     "sinusoidal_encoding", "LearnedPositionalEmbedding", "frequencies", "offset_matrix",
-    "sincos_2d_encoding", "rotary_embedding", "RelativePositionBias",
+    "sincos_2d_encoding", "rotary_embedding", "RelativePositionBias", "interpolate_positions", "resample_grid",
 ]
 
 
@@ -176,3 +181,69 @@ class RelativePositionBias(nn.Module):
 
     def forward(self, m: int, n: int) -> Tensor:
         return self.bias[:, self.offsets(m, n)]  # (H, m, n)
+
+
+# --------------------------------------------------------------------------- longer inputs than in training
+def interpolate_positions(table: Tensor, new_length: int) -> Tensor:
+    """A ``(L, d)`` table of position vectors resampled to ``(new_length, d)`` by linear interpolation.
+
+    The first and the last rows stay where they are (``align_corners=True``): new row ``j`` sits
+    at the old position ``j * (L - 1) / (new_length - 1)`` and mixes the two rows around it, so
+    ``new_length == L`` returns the table unchanged.  A sequence's positions are points, the
+    first token and the last one, hence this alignment; an image's patches are cells that cover
+    the picture, which is why ``resample_grid`` aligns cell centres instead.  Neighbouring
+    positions come closer together: in the new table, ``k`` steps span only about
+    ``k (L - 1) / (new_length - 1)`` steps of the old one.  Differentiable (the result of a
+    learned ``weight`` can be fine-tuned through); float dtypes are kept.
+    """
+    if table.dim() != 2:
+        raise ValueError(f"interpolate_positions: expected a table (L, d), got shape {tuple(table.shape)}")
+    if table.shape[0] < 1 or new_length < 1:
+        raise ValueError(f"interpolate_positions: lengths must be >= 1, got {table.shape[0]} -> {new_length}")
+    if not table.is_floating_point():
+        raise TypeError(f"interpolate_positions: table must be floating point, got {table.dtype}")
+    columns = table.T[None]  # (1, d, L): F.interpolate resamples the last axis, one channel per feature
+    return F.interpolate(columns, size=new_length, mode="linear", align_corners=True)[0].T
+
+
+def _grid_size(grid: int | tuple[int, int], name: str) -> tuple[int, int]:
+    h, w = (grid, grid) if isinstance(grid, int) else tuple(grid)
+    if h < 1 or w < 1:
+        raise ValueError(f"resample_grid: {name} must be positive, got {grid!r}")
+    return int(h), int(w)
+
+
+def resample_grid(pos_embed: Tensor, old_grid: int | tuple[int, int], new_grid: int | tuple[int, int],
+                  num_prefix_tokens: int = 1, *, antialias: bool = True) -> Tensor:
+    """A ViT's position embeddings for an ``old_grid`` of patches resampled to a ``new_grid`` (bicubic).
+
+    ``pos_embed`` is ``(1, num_prefix_tokens + H*W, d)`` (the shape of ``ViT.pos_embed``) or the
+    same without the leading 1; grids are ``(H, W)`` or one int for a square grid.  The first
+    ``num_prefix_tokens`` rows (the CLS token's) have no place in the grid and are kept as
+    they are; the others, numbered row by row as ``patchify`` numbers patches, are reshaped to
+    ``(H, W, d)``, resized as an image with ``d`` channels, and flattened again.  Returns
+    ``(1, num_prefix_tokens + H'*W', d)`` (or without the leading 1, like the input).
+
+    ``align_corners=False``: each patch is a cell, and the new grid's cells cover the same
+    picture as the old grid's.  ``antialias=True`` matches the default of timm's
+    ``resample_abs_pos_embed``: PyTorch then uses Pillow's cubic kernel (a = -0.5, taps outside
+    the grid dropped), which also smooths when the grid shrinks.  ``antialias=False`` is plain
+    ``F.interpolate(..., mode="bicubic")`` (a = -0.75, edge rows repeated), as DeiT's
+    fine-tuning script calls it.  Half-precision inputs are resampled in float32.
+    """
+    if pos_embed.dim() not in (2, 3) or (pos_embed.dim() == 3 and pos_embed.shape[0] != 1):
+        raise ValueError(f"resample_grid: expected pos_embed (1, P + H*W, d) or (P + H*W, d), "
+                         f"got shape {tuple(pos_embed.shape)}")
+    (h, w), (new_h, new_w) = _grid_size(old_grid, "old_grid"), _grid_size(new_grid, "new_grid")
+    table = pos_embed[0] if pos_embed.dim() == 3 else pos_embed  # (P + H*W, d)
+    if num_prefix_tokens < 0 or table.shape[0] != num_prefix_tokens + h * w:
+        raise ValueError(f"resample_grid: {table.shape[0]} rows, but {num_prefix_tokens} prefix token(s) "
+                         f"and a {h}x{w} grid need {num_prefix_tokens + h * w}")
+    prefix, patches = table[:num_prefix_tokens], table[num_prefix_tokens:]
+    d = table.shape[1]
+    work = patches.float() if patches.dtype in (torch.float16, torch.bfloat16) else patches
+    image = work.reshape(h, w, d).permute(2, 0, 1)[None]  # (1, d, H, W): a picture with d channels
+    image = F.interpolate(image, size=(new_h, new_w), mode="bicubic", align_corners=False, antialias=antialias)
+    patches = image[0].permute(1, 2, 0).reshape(new_h * new_w, d).to(table.dtype)
+    out = torch.cat([prefix, patches], dim=0)
+    return out[None] if pos_embed.dim() == 3 else out

@@ -31,6 +31,8 @@ class Recipe:
     model_kwargs: dict = dataclasses.field(default_factory=dict)
     epochs: int = 10
     batch_size: int = 128
+    optimizer: str = "adamw"  # "adamw" or "sgd" (Nesterov momentum)
+    momentum: float = 0.9  # sgd only
     lr: float = 1e-3
     weight_decay: float = 0.05
     warmup_epochs: float = 1.0

@@ -9,9 +9,9 @@ all of them:
     python -m course_utils.cli.train --recipe cpu --out runs/cpu            # train, resume if interrupted
     torchrun --nproc_per_node 2 -m course_utils.cli.train --recipe cpu ...  # DistributedDataParallel
 
-Features: AdamW (no weight decay on norms, biases and what the model's ``no_weight_decay()``
-names), linear warmup + cosine decay per step, label smoothing, MixUp/CutMix, gradient
-clipping, mixed precision (``amp="auto"`` measures bf16 against float32 on the CPU and keeps
+Features: AdamW or SGD with Nesterov momentum (no weight decay on norms, biases and what the
+model's ``no_weight_decay()`` names), linear warmup + cosine decay per step, label smoothing, MixUp/CutMix, gradient
+clipping, evaluation on each image and its mirror (``eval_flip``), mixed precision (``amp="auto"`` measures bf16 against float32 on the CPU and keeps
 the faster; bf16/fp16 on CUDA), optional ``torch.compile``, tqdm progress bars,
 ``history.json``/``history.csv`` and a plot of the curves, a checkpoint after every epoch and
 automatic resume (restart the same command and it continues; a killed run loses at most one
@@ -172,6 +172,17 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
             continue
         (no_decay if p.dim() < 2 or name in skip else decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def make_optimizer(recipe: Recipe, model: nn.Module) -> torch.optim.Optimizer:
+    """The recipe's optimiser over ``parameter_groups``: AdamW (the ViT's) or SGD with Nesterov
+    momentum (a ResNet's standard choice, ``recipe.momentum``)."""
+    groups = parameter_groups(model, recipe.weight_decay)
+    if recipe.optimizer == "adamw":
+        return torch.optim.AdamW(groups, lr=recipe.lr)
+    if recipe.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=recipe.lr, momentum=recipe.momentum, nesterov=recipe.momentum > 0)
+    raise ValueError(f"unknown optimizer {recipe.optimizer!r}: choose 'adamw' or 'sgd'")
 
 
 def choose_amp(recipe: Recipe, model: nn.Module, device: torch.device, log: Callable) -> torch.dtype | None:
@@ -384,7 +395,7 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
                                    channels_last=recipe.channels_last)
     total_steps = epochs * len(loader)
     warmup_steps = min(int(recipe.warmup_epochs * len(loader)), total_steps - 1)
-    optimizer = torch.optim.AdamW(parameter_groups(model, recipe.weight_decay), lr=recipe.lr)
+    optimizer = make_optimizer(recipe, model)
     net: nn.Module = model
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel

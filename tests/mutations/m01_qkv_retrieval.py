@@ -1,5 +1,5 @@
-"""Chapter 01: classic mistakes with softmax, the single-query lookup and the batched form,
-and correct answers written the ways learners write them."""
+"""Chapter 01: classic mistakes with softmax, the single-query lookup, the batched form and the
+additive score, and correct answers written the ways learners write them."""
 from tests.mutations import Mutation
 
 CHAPTER = "01_qkv_retrieval"
@@ -8,6 +8,12 @@ _SOFTMAX_MAX = "shifted = x - x.amax(dim=dim, keepdim=True)"
 _POOL_SCORES = "scores = keys @ query                # (n,): e_i = q . k_i"
 _POOL_CONTEXT = "context = weights @ values           # (d_v,): c = sum_i alpha_i v_i"
 _ATTEND_SCORES = "scores = queries @ keys.transpose(-2, -1)"
+_ADD_Q = "q_proj = queries @ W_q.T"
+_ADD_K = "k_proj = keys @ W_k.T"
+_ADD_PAIRS = "features = torch.tanh(q_proj.unsqueeze(-2) + k_proj.unsqueeze(-3))"
+_ADD_SCORES = "scores = features @ w_v"
+_ADD_WEIGHTS = "weights = softmax(scores, dim=-1)"
+_ADD_CONTEXT = "context = weights @ values"
 
 MUTATIONS = [
     # softmax
@@ -53,6 +59,33 @@ MUTATIONS = [
              "    for j in range(values.shape[-2]):  # add up the values one key at a time\n"
              "        context = context + weights[..., :, j:j + 1] * values[..., j:j + 1, :]\n"
              "    return context, weights\n"),
+    # additive_attention
+    Mutation("additive_attention", "additive-softmax-over-queries", _ADD_WEIGHTS, "weights = softmax(scores, dim=-2)"),
+    # the score becomes a query part plus a key part: the softmax cancels the first, and every
+    # query gets the same weights
+    Mutation("additive_attention", "additive-no-tanh", _ADD_PAIRS,
+             "features = q_proj.unsqueeze(-2) + k_proj.unsqueeze(-3)"),
+    Mutation("additive_attention", "additive-wv-inside-tanh", f"{_ADD_PAIRS}  # (..., m, 1, h) + (..., 1, n, h)\n"
+             f"    {_ADD_SCORES}",
+             "features = q_proj.unsqueeze(-2) + k_proj.unsqueeze(-3)\n"
+             "    scores = torch.tanh(features @ w_v)"),
+    # runs only where h == d_q: the tests make them differ
+    Mutation("additive_attention", "additive-wq-not-transposed", _ADD_Q, "q_proj = queries @ W_q"),
+    # runs only where d_q == d_k: the tests make them differ
+    Mutation("additive_attention", "additive-wq-wk-swapped",
+             f"{_ADD_Q}                # (..., m, h): W_q q_i for every query\n    {_ADD_K}",
+             "q_proj = queries @ W_k.T\n    k_proj = keys @ W_q.T"),
+    # no new axes: (m, h) + (n, h) pairs query i with key i only (and fails unless m == n)
+    Mutation("additive_attention", "additive-diagonal-pairs", _ADD_PAIRS, "features = torch.tanh(q_proj + k_proj)"),
+    # the new axes the wrong way round: (n, m) scores, a softmax over the queries; runs only where m == n
+    Mutation("additive_attention", "additive-axes-swapped", _ADD_PAIRS,
+             "features = torch.tanh(q_proj.unsqueeze(-3) + k_proj.unsqueeze(-2))"),
+    Mutation("additive_attention", "additive-sum-not-wv", _ADD_SCORES, "scores = features.sum(dim=-1)"),
+    # right weights, but the context is read with the raw scores
+    Mutation("additive_attention", "additive-context-from-scores", _ADD_CONTEXT, "context = scores @ values"),
+    # unsqueeze_ reshapes the caller's w_v to (h, 1)
+    Mutation("additive_attention", "additive-unsqueeze-in-place", _ADD_SCORES,
+             "scores = (features @ w_v.unsqueeze_(-1)).squeeze(-1)"),
 ]
 
 VARIANTS = [
@@ -136,5 +169,57 @@ VARIANTS = [
     Mutation("attend", "attend-swapaxes-softmax-method", None,
              "def attend(queries, keys, values):\n"
              "    weights = (queries @ keys.swapaxes(-1, -2)).softmax(dim=-1)\n"
+             "    return weights @ values, weights\n"),
+    # additive_attention
+    Mutation("additive_attention", "additive-einsum", None,
+             "def additive_attention(queries, keys, values, W_q, W_k, w_v):\n"
+             "    q = torch.einsum('...md,hd->...mh', queries, W_q)\n"
+             "    k = torch.einsum('...nd,hd->...nh', keys, W_k)\n"
+             "    scores = torch.einsum('...mnh,h->...mn', torch.tanh(q[..., :, None, :] + k[..., None, :, :]), w_v)\n"
+             "    weights = softmax(scores, dim=-1)\n"
+             "    return torch.einsum('...mn,...nv->...mv', weights, values), weights\n"),
+    Mutation("additive_attention", "additive-loop-over-queries", None,
+             "def additive_attention(queries, keys, values, W_q, W_k, w_v):\n"
+             "    k = keys @ W_k.T                                # (..., n, h)\n"
+             "    rows = []\n"
+             "    for i in range(queries.shape[-2]):\n"
+             "        q_i = queries[..., i:i + 1, :] @ W_q.T       # (..., 1, h)\n"
+             "        rows.append(torch.tanh(q_i + k) @ w_v)       # (..., n)\n"
+             "    weights = softmax(torch.stack(rows, dim=-2), dim=-1)\n"
+             "    return weights @ values, weights\n"),
+    Mutation("additive_attention", "additive-float64-inside", None,
+             "def additive_attention(queries, keys, values, W_q, W_k, w_v):\n"
+             "    q, k, v = queries.double(), keys.double(), values.double()\n"
+             "    Wq, Wk, wv = W_q.double(), W_k.double(), w_v.double()\n"
+             "    e = torch.tanh((q @ Wq.T)[..., :, None, :] + (k @ Wk.T)[..., None, :, :]) @ wv\n"
+             "    weights = torch.softmax(e, dim=-1)\n"
+             "    return (weights @ v).to(values.dtype), weights.to(queries.dtype)\n"),
+    Mutation("additive_attention", "additive-functional-linear", None,
+             "import torch.nn.functional as F\n"
+             "def additive_attention(queries, keys, values, W_q, W_k, w_v):\n"
+             "    q = F.linear(queries, W_q).unsqueeze(-2)         # (..., m, 1, h)\n"
+             "    k = F.linear(keys, W_k).unsqueeze(-3)            # (..., 1, n, h)\n"
+             "    scores = F.linear(torch.tanh(q + k), w_v.unsqueeze(0)).squeeze(-1)\n"
+             "    weights = softmax(scores, dim=-1)\n"
+             "    return torch.matmul(weights, values), weights\n"),
+    # Bahdanau's own form: one matrix on the concatenation [q; k]
+    Mutation("additive_attention", "additive-concatenation", None,
+             "def additive_attention(queries, keys, values, W_q, W_k, w_v):\n"
+             "    m, n = queries.shape[-2], keys.shape[-2]\n"
+             "    q = queries.unsqueeze(-2).expand(*queries.shape[:-2], m, n, queries.shape[-1])\n"
+             "    k = keys.unsqueeze(-3).expand(*keys.shape[:-2], m, n, keys.shape[-1])\n"
+             "    pairs = torch.cat([q, k], dim=-1)                # (..., m, n, d_q + d_k)\n"
+             "    W = torch.cat([W_q, W_k], dim=1)                 # (h, d_q + d_k)\n"
+             "    weights = softmax(torch.tanh(pairs @ W.T) @ w_v, dim=-1)\n"
+             "    return weights @ values, weights\n"),
+    Mutation("additive_attention", "additive-prints-and-warns", None,
+             "import sys, warnings\n"
+             "def additive_attention(queries, keys, values, W_q, W_k, w_v):\n"
+             "    print('queries', tuple(queries.shape), 'keys', tuple(keys.shape), 'hidden units', w_v.shape[0])\n"
+             "    print('debugging on stderr', file=sys.stderr)\n"
+             "    warnings.warn('additive_attention: a note from the learner')\n"
+             "    hidden = torch.tanh((queries @ W_q.transpose(0, 1))[..., :, None, :]\n"
+             "                        + (keys @ W_k.transpose(0, 1))[..., None, :, :])\n"
+             "    weights = softmax((hidden * w_v).sum(dim=-1), dim=-1)\n"
              "    return weights @ values, weights\n"),
 ]

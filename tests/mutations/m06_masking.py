@@ -1,5 +1,6 @@
 """Chapter 06: the classic masking mistakes (off-by-one, inverted meaning, NaN rows, float16,
-masks that miss the heads) and decoders that ignore end-of-sequence."""
+masks that miss the heads), decoders that ignore end-of-sequence, and beam searches that are
+greedy in disguise, let finished hypotheses move, or mix up the beams of a batch."""
 from tests.mutations import Mutation
 
 CHAPTER = "06_masking"
@@ -62,6 +63,35 @@ MUTATIONS = [
     # finished sequences keep writing the model's tokens instead of padding
     Mutation("greedy_decode", "greedy-no-padding-after-eos",
              "        next_token[finished] = pad_id                         # finished sequences only grow padding\n", ""),
+    # beam_search
+    # top-k within each hypothesis instead of over all k * V candidates: k greedy searches side by side
+    Mutation("beam_search", "beam-topk-per-hypothesis",
+             "        top_scores, top_index = candidates.reshape(B, k * V).topk(k, dim=-1)   # the k best of k*V, per source\n",
+             "        top_scores, top_token = candidates.max(dim=-1)          # each hypothesis keeps its own best extension\n"
+             "        top_scores = top_scores.reshape(B, k)\n"
+             "        top_index = torch.arange(k, device=src.device) * V + top_token.reshape(B, k)\n"),
+    # every copy of <bos> is live: the first step fills the beam with k copies of one hypothesis
+    Mutation("beam_search", "beam-all-copies-live",
+             "    scores[:, 0] = 0.0                                           # k copies of <bos>, but only the first is live\n",
+             "    scores = torch.zeros(B, k, device=src.device)\n"),
+    # finished hypotheses go on growing real tokens (and their scores change)
+    Mutation("beam_search", "beam-finished-keep-growing",
+             "        logp = torch.where(finished[:, None], frozen, logp)\n", ""),
+    # finished hypotheses grow padding, but pay the model's log-probability of padding for it
+    Mutation("beam_search", "beam-finished-pay-for-padding",
+             "frozen[:, pad_id] = 0.0", "frozen[:, pad_id] = logp[:, pad_id]"),
+    # the parent row without the source's offset: every source continues source 0's beam
+    Mutation("beam_search", "beam-parent-without-batch-offset",
+             "parent = (first_row + top_index // V).reshape(-1)", "parent = (top_index // V).reshape(-1)"),
+    # ranked by the last token's log-probability instead of the running sum
+    Mutation("beam_search", "beam-score-last-step-only",
+             "candidates = scores.reshape(B * k, 1) + logp", "candidates = logp"),
+    # the last row of the beam (its worst hypothesis) instead of the best
+    Mutation("beam_search", "beam-returns-last-row",
+             "best = first_row[:, 0] + scores.argmax(dim=-1)", "best = first_row[:, 0] + k - 1"),
+    # the finished flags stay with the rows instead of following their hypotheses to the new rows
+    Mutation("beam_search", "beam-finished-not-reordered",
+             "finished = finished[parent] | (token == eos_id)", "finished = finished | (token == eos_id)"),
 ]
 
 VARIANTS = [
@@ -118,5 +148,92 @@ def masked_softmax(scores, mask, dim=-1):
         step += 1
         print("step", step, "finished", int(done.sum()))
     return ys
+'''),
+    # beam_search: one source at a time, the hypotheses as a growing tensor; prints its progress
+    Mutation("beam_search", "beam-loop-over-sources-prints", None, '''def beam_search(model, src, max_new_tokens, bos_id, eos_id, pad_id, beam_size=4):
+    outputs = []
+    for b in range(src.shape[0]):
+        one = src[b:b + 1]
+        memory, keep = model.encode(one), one != pad_id
+        ys = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)    # (h, t): h = 1 at the start
+        scores = torch.zeros(1, device=src.device)
+        done = torch.zeros(1, dtype=torch.bool, device=src.device)
+        steps = 0
+        while steps < max_new_tokens and not bool(done.all()):
+            h = ys.shape[0]
+            logits = model.decode(ys, memory.expand(h, -1, -1), keep.expand(h, -1))[:, -1]
+            logp = logits.float().log_softmax(dim=-1)
+            vocab = logp.shape[-1]
+            only_pad = torch.full((vocab,), float("-inf"), device=src.device)
+            only_pad[pad_id] = 0.0
+            logp = torch.where(done[:, None], only_pad, logp)
+            flat = (scores[:, None] + logp).flatten()
+            scores, index = flat.topk(beam_size)
+            rows, tokens = index // vocab, index % vocab
+            ys = torch.cat([ys[rows], tokens[:, None]], dim=1)
+            done = done[rows] | (tokens == eos_id)
+            steps += 1
+        print(f"source {b}: {steps} steps, best score {scores.max().item():.3f}")
+        outputs.append(ys[scores.argmax()])
+    width = max(o.shape[0] for o in outputs)
+    return torch.stack([torch.cat([o, o.new_full((width - o.shape[0],), pad_id)]) for o in outputs])
+'''),
+    # beam_search: plain Python lists of (score, tokens, finished) and heapq.nlargest; warns
+    Mutation("beam_search", "beam-heapq-lists-warns", None, '''import heapq
+import warnings
+
+def beam_search(model, src, max_new_tokens, bos_id, eos_id, pad_id, beam_size=4):
+    warnings.warn("a beam search in Python lists: slow, but clear")
+    memory, keep = model.encode(src), src != pad_id
+    beams = [[(0.0, [bos_id], False)] for _ in range(src.shape[0])]   # per source: (score, tokens, finished)
+    for _ in range(max_new_tokens):
+        if all(done for beam in beams for _, _, done in beam):
+            break
+        owner = [b for b, beam in enumerate(beams) for _ in beam]
+        ys = torch.tensor([tokens for beam in beams for _, tokens, _ in beam], dtype=torch.long, device=src.device)
+        logits = model.decode(ys, memory[owner], keep[owner])[:, -1]
+        logp = torch.log_softmax(logits.float(), dim=-1).tolist()
+        row, new_beams = 0, []
+        for beam in beams:
+            candidates = []
+            for score, tokens, done in beam:
+                if done:
+                    candidates.append((score, tokens + [pad_id], True))
+                else:
+                    candidates += [(score + lp, tokens + [t], t == eos_id) for t, lp in enumerate(logp[row])]
+                row += 1
+            new_beams.append(heapq.nlargest(beam_size, candidates, key=lambda c: c[0]))
+        beams = new_beams
+    best = [max(beam, key=lambda c: c[0])[1] for beam in beams]
+    return torch.tensor(best, dtype=torch.long, device=src.device)
+'''),
+    # beam_search: the scores in float64
+    Mutation("beam_search", "beam-float64-scores",
+             "logp = torch.log_softmax(logits.float(), dim=-1)", "logp = torch.log_softmax(logits.double(), dim=-1)"),
+    # beam_search: log-softmax as logits - logsumexp, views instead of reshapes, the first row of the
+    # (sorted) beam as the best
+    Mutation("beam_search", "beam-logsumexp-first-row", None, '''def beam_search(model, src, max_new_tokens, bos_id, eos_id, pad_id, beam_size=4):
+    batch, k, device = src.shape[0], beam_size, src.device
+    memory = model.encode(src)
+    memory = memory[:, None].expand(-1, k, *memory.shape[1:]).reshape(batch * k, *memory.shape[1:])
+    keep = (src != pad_id)[:, None].expand(-1, k, -1).reshape(batch * k, -1)
+    ys = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)
+    score = torch.zeros(batch, k, device=device).masked_fill(torch.arange(k, device=device) > 0, -math.inf)
+    done = torch.zeros(batch, k, dtype=torch.bool, device=device)
+    for _ in range(max_new_tokens):
+        if done.all():
+            break
+        z = model.decode(ys, memory, keep)[:, -1, :].float()
+        logp = (z - torch.logsumexp(z, dim=-1, keepdim=True)).view(batch, k, -1)
+        vocab = logp.shape[-1]
+        pad_only = torch.arange(vocab, device=device) != pad_id
+        logp = logp.masked_fill(done[..., None] & pad_only, -math.inf).masked_fill(done[..., None] & ~pad_only, 0.0)
+        score, flat = (score[..., None] + logp).view(batch, k * vocab).topk(k, dim=1)
+        parent = torch.div(flat, vocab, rounding_mode="floor")
+        token = flat - parent * vocab
+        rows = (parent + k * torch.arange(batch, device=device)[:, None]).view(-1)
+        ys = torch.cat([ys[rows], token.view(-1, 1)], dim=1)
+        done = done.view(-1)[rows].view(batch, k) | (token == eos_id)
+    return ys.view(batch, k, -1)[:, 0]
 '''),
 ]
