@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from course_utils.grading import beam_doubles
+from course_utils.grading import doubles as beam_doubles
 from course_utils.models.transformer import Seq2SeqTransformer
 from course_utils.references.decoding import beam_search, beam_search_scored, greedy_decode, greedy_decode_cached
 from course_utils.training import seq2seq_task

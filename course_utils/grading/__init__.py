@@ -3,7 +3,7 @@
 - ``checks``     helpers for visible tests (learners import them) and hidden tests (through
                  ``pristine``): comparisons with derived tolerances, messages with hints
 - ``isolation``  one mistake costs one exercise (e.g. ``reference_heads``)
-- ``doubles``    test doubles with known answers (``CopyModel``)
+- ``doubles``    test doubles with known answers (``CopyModel``; ``ScriptedModel`` for beam search)
 - ``integrity``  a snapshot of torch/builtins functions that hidden tests check (tampering)
 - ``pristine``   private copies of ``course_utils`` for hidden tests (``from course_utils.grading
                  import pristine``: the name every hidden test uses)

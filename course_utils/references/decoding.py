@@ -4,7 +4,7 @@
 returns the scores) and ``sample_decode`` (temperature sampling), all stopping at
 end-of-sequence.  They work with any model that has ``encode(src) -> memory`` and
 ``decode(tgt, memory, src_keep) -> logits (B, t, V)`` (``models.transformer.Seq2SeqTransformer``;
-``grading.doubles.CopyModel`` and ``grading.beam_doubles.ScriptedModel`` in tests).  They
+``grading.doubles.CopyModel`` and ``grading.doubles.ScriptedModel`` in tests).  They
 return ``(B, 1 + T)`` token ids that start with ``bos_id``; a sequence that has produced
 ``eos_id`` is filled with ``pad_id`` afterwards, and the loop stops once every sequence has
 ended (or after ``max_new_tokens`` steps).

@@ -17,12 +17,9 @@ trials in an SQLite file beside them and continues up to ``--trials``.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
-import sys
-import time
 import warnings
 from pathlib import Path
 from typing import Callable
@@ -384,40 +381,3 @@ def search(budget: Budget, trials: int, result: str | None, seed: int = 0, log: 
         write_result(result, out, dataset=split.source, split="validation (5,000 images carved from the training set)",
                      wall_time_s=sum(r["seconds"] or 0 for r in rows), git_commit=commit)
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=["ablation", "lr-range", "search", "list"])
-    parser.add_argument("--budget", default="mini", choices=sorted(BUDGETS))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--only", nargs="+", default=None, help="ablation: these variants only")
-    parser.add_argument("--adopt", nargs="+", default=[], metavar="VARIANT=RUN_DIR",
-                        help="ablation: count a finished run with the same recipe as this variant's")
-    parser.add_argument("--trials", type=int, default=24, help="search: total number of trials")
-    parser.add_argument("--result", default=None, help="result name (default ch08_<what>_<budget>)")
-    args = parser.parse_args(argv)
-    budget = BUDGETS[args.budget]
-    result = args.result or f"ch08_{args.what.replace('-', '_')}_{budget.name}"
-    start, commit = time.perf_counter(), code_version()
-    if args.what == "list":
-        for name, (part, about, recipe) in variants(budget).items():
-            print(f"{part:6s} {name:16s} {about}")
-        return 0
-    if args.what == "ablation":
-        adopted = dict(item.split("=", 1) for item in args.adopt)
-        ablation(budget, args.seeds, args.only, result, adopted=adopted)
-    elif args.what == "search":
-        search(budget, args.trials, result)
-    else:
-        top = list(variants(budget).values())[len(LADDER) - 1][2]
-        out = lr_range_test(top, load_budget_data(budget))
-        out["recipe"] = top.to_dict()
-        write_result(result, out, dataset=cdata.load_cifar10().source, split="training batches (no selection)",
-                     wall_time_s=time.perf_counter() - start, git_commit=commit)
-        print(f"lr at the lowest smoothed loss {out['lr_at_min_loss']:.2e}; suggested {out['suggested_lr']:.2e}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
