@@ -17,7 +17,8 @@ It measures, in one run on one machine:
     after the other, and never right after the memory-hungry reference) until each has at least
     ``MIN_REPEATS`` calls and half the size's time budget is spent; then the reference and the
     chunked version, the same way.  The table shows the **median** time per call and the
-    ratios fast/PyTorch (target: at most 1.1) and reference/PyTorch.
+    ratios fast/PyTorch (target: at most 1.1) and reference/PyTorch; the result file also holds
+    each method's quartiles and the quartiles of the fast/PyTorch ratio taken round by round.
 
 (b) **Peak memory** of the naive reference (it stores the whole ``(n, n)`` weight matrix and its
     intermediates), of ``chunked_attention`` (chunk_size 128) and of PyTorch's fused kernel, for
@@ -111,6 +112,10 @@ def time_one_size(n: int, *, budget_s: float = BUDGET_S) -> dict:
         times = _interleaved(["fast", "pytorch"], q, k, v, budget_s=budget_s / 2, max_repeats=MAX_REPEATS_FAST)
         times.update(_interleaved(["reference", "chunked"], q, k, v, budget_s=budget_s / 2, max_repeats=MAX_REPEATS))
     ms = {name: 1e3 * statistics.median(ts) for name, ts in times.items()}
+    # The spread: quartiles of each method's calls, and of the fast/PyTorch ratio round by round
+    # (the two alternate, so round i's pair ran under the same conditions).
+    quartiles = {name: [round(1e3 * q, 4) for q in _quartiles(ts)] for name, ts in times.items()}
+    ratios = [f / p for f, p in zip(times["fast"], times["pytorch"])]
     return {
         "n": n,
         "reference_ms": round(ms["reference"], 4),
@@ -121,7 +126,17 @@ def time_one_size(n: int, *, budget_s: float = BUDGET_S) -> dict:
         "reference_over_pytorch": round(ms["reference"] / ms["pytorch"], 4),
         "chunked_over_pytorch": round(ms["chunked"] / ms["pytorch"], 4),
         "repeats": {name: len(ts) for name, ts in times.items()},
+        "quartiles_ms": quartiles,
+        "fast_over_pytorch_quartiles": [round(q, 4) for q in _quartiles(ratios)],
     }
+
+
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    """The first and third quartiles (inclusive method: defined for any number of values >= 1)."""
+    if len(values) == 1:
+        return values[0], values[0]
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q3
 
 
 # --------------------------------------------------------------------------- (b) memory

@@ -293,3 +293,16 @@ def test_new_references_keep_device_and_dtype(device, dtype):
     results += list(head(q))
     for r in results:
         assert r.device.type == torch.device(device).type and r.dtype == dtype
+
+
+def test_attention_kernel_timings_carry_their_spread():
+    """Each size's row holds every method's quartiles and the fast/PyTorch ratio's, round by round."""
+    from benchmarks import attention_kernels
+
+    row = attention_kernels.time_one_size(64, budget_s=0.0)
+    assert set(row["quartiles_ms"]) == {"reference", "fast", "pytorch", "chunked"}
+    for q1, q3 in row["quartiles_ms"].values():
+        assert 0 < q1 <= q3
+    q1, q3 = row["fast_over_pytorch_quartiles"]
+    assert 0 < q1 <= q3
+    assert attention_kernels._quartiles([2.0]) == (2.0, 2.0)
