@@ -1,12 +1,18 @@
-"""Time to accuracy of the ``cpu`` recipe (chapter 07), seed by seed, per machine.
+"""Time to accuracy of chapter 07's half-hour CPU recipes, seed by seed, per machine.
 
-    python -m benchmarks.cpu_recipe --seeds 0 1 2   # trains each seed (about half an hour each)
-    python -m benchmarks.cpu_recipe                 # rebuilds the table from the stored runs only
+    python -m benchmarks.cpu_recipe --seeds 0 1 2                 # the ViT (about half an hour a seed)
+    python -m benchmarks.cpu_recipe --recipe resnet --seeds 0 1   # the ResNet, with its own recipe
+    python -m benchmarks.cpu_recipe [--recipe resnet]             # rebuilds a table from the stored runs
 
-Seed 0 writes ``results/ch07_vit_cpu.json`` (the run chapter 07 shows, with its weights); seed s > 0
-writes ``results/ch07_vit_cpu_seed<s>.json``.  Each trains into ``runs/cpu_seed<s>`` and resumes
-there when restarted.  The table, ``results/bench_cpu_recipe.json``, groups the stored runs of the
-current recipe by the machine that made them (CPU model, cores, precision) and gives per seed:
+``--recipe`` names one of ``RECIPES`` ("cpu", the default, or "resnet"), each with its own files:
+
+| recipe | seed 0 (with its weights) | seed s > 0 | table | runs |
+|---|---|---|---|---|
+| ``cpu`` | ``ch07_vit_cpu`` | ``ch07_vit_cpu_seed<s>`` | ``bench_cpu_recipe`` | ``runs/cpu_seed<s>`` |
+| ``resnet`` | ``ch07_resnet_cpu`` | ``ch07_resnet_cpu_seed<s>`` | ``bench_resnet_recipe`` | ``runs/resnet_seed<s>`` |
+
+Each seed trains into its runs folder and resumes there when restarted.  A table groups the stored
+runs of the current recipe by the machine that made them (CPU model, cores, precision) and gives per seed:
 
 - time to 80% and to 85%: training time (the validation pass included) at the end of the first
   epoch whose validation accuracy reaches it, or None;
@@ -31,18 +37,23 @@ BUDGET_S = 30 * 60
 THRESHOLDS = (0.80, 0.85)
 
 
-def result_name(seed: int) -> str:
-    return "ch07_vit_cpu" if seed == 0 else f"ch07_vit_cpu_seed{seed}"
+# recipe -> (result name of seed 0, name of the table)
+FILES = {"cpu": ("ch07_vit_cpu", "bench_cpu_recipe"), "resnet": ("ch07_resnet_cpu", "bench_resnet_recipe")}
 
 
-def train_seed(seed: int) -> None:
-    """One seed of the recipe, into ``runs/cpu_seed<seed>`` (resumable) and ``results/``."""
+def result_name(seed: int, recipe: str = "cpu") -> str:
+    base = FILES[recipe][0]
+    return base if seed == 0 else f"{base}_seed{seed}"
+
+
+def train_seed(seed: int, recipe: str = "cpu") -> None:
+    """One seed of the recipe, into ``runs/<recipe>_seed<seed>`` (resumable) and ``results/``."""
     from course_utils.training.trainer import train
 
-    recipe = dataclasses.replace(RECIPES["cpu"], seed=seed)
-    train(recipe, f"runs/cpu_seed{seed}", result_name=result_name(seed))
+    train(dataclasses.replace(RECIPES[recipe], seed=seed), f"runs/{recipe}_seed{seed}",
+          result_name=result_name(seed, recipe))
     if seed != 0:  # only the run the chapter shows keeps its weights in results/
-        (RESULTS_DIR / f"{result_name(seed)}_model.pth").unlink(missing_ok=True)
+        (RESULTS_DIR / f"{result_name(seed, recipe)}_model.pth").unlink(missing_ok=True)
 
 
 def _comparable(recipe: dict) -> dict:
@@ -76,15 +87,15 @@ def spread(values: list) -> dict | None:
             "std": statistics.stdev(values) if len(values) > 1 else None, "min": min(values), "max": max(values)}
 
 
-def summarize(max_seed: int = 20) -> dict:
-    """The table from every stored seed of the current recipe, grouped by machine."""
-    current = _comparable(RECIPES["cpu"].to_dict())
+def summarize(recipe: str = "cpu", max_seed: int = 20) -> dict:
+    """The table from every stored seed of the current version of ``recipe``, grouped by machine."""
+    current = _comparable(RECIPES[recipe].to_dict())
     machines: dict[str, dict] = {}
     for seed in range(max_seed):
-        path = RESULTS_DIR / f"{result_name(seed)}.json"
+        path = RESULTS_DIR / f"{result_name(seed, recipe)}.json"
         if not path.exists():
             continue
-        stored = read_result(result_name(seed))
+        stored = read_result(result_name(seed, recipe))
         run, hw = stored["data"], stored["provenance"]["hardware"]
         if _comparable(run["recipe"]) != current or run.get("fast"):
             continue
@@ -100,17 +111,18 @@ def summarize(max_seed: int = 20) -> dict:
                              "test_acc_single_view", "train_time_s")}
         entry["seeds_reaching"] = {f"{round(t * 100)}%": sum(r[f"time_to_{round(t * 100)}_s"] is not None
                                                               for r in rows) for t in THRESHOLDS}
-    return {"recipe": RECIPES["cpu"].to_dict(), "budget_s": BUDGET_S, "machines": machines}
+    return {"recipe": RECIPES[recipe].to_dict(), "budget_s": BUDGET_S, "machines": machines}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipe", choices=sorted(FILES), default="cpu", help="which recipe (default: cpu)")
     parser.add_argument("--seeds", type=int, nargs="*", default=[], help="train these seeds first")
     args = parser.parse_args()
     for seed in args.seeds:
-        train_seed(seed)
-    table = summarize()
-    path = write_result("bench_cpu_recipe", table, dataset="CIFAR-10, JPEG copy",
+        train_seed(seed, args.recipe)
+    table = summarize(args.recipe)
+    path = write_result(FILES[args.recipe][1], table, dataset="CIFAR-10, JPEG copy",
                         split="validation (5,000 images carved from the training set); test evaluated once")
     for key, entry in table["machines"].items():
         s = entry["summary"]

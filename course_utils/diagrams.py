@@ -8,7 +8,8 @@ the sizes that the labels print.  ``ALT`` holds the alt text of each figure, for
 Which chapter uses which:
 
 - 01 (queries, keys, values): ``qkv_lookup``, attention as a soft memory lookup;
-- 02 (self-attention): ``self_attention_flow``, X -> Q, K, V -> scores -> weights -> out;
+- 02 (self-attention): ``self_attention_flow``, X -> Q, K, V -> scores -> weights -> out, and
+  ``c2_calculation``, the lab report's derivation of one output token by token;
 - 04 (multi-head attention): ``multihead_flow``, split into heads, attend, merge, project;
 - 06 (masking, the Transformer): ``encoder_decoder``, the three kinds of attention and their masks;
 - 07 (ViT on CIFAR-10): ``vit_pipeline``, image -> patches -> tokens -> encoder -> class logits.
@@ -30,7 +31,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
 from matplotlib.path import Path
 
-__all__ = ["ALT", "qkv_lookup", "self_attention_flow", "multihead_flow", "encoder_decoder", "vit_pipeline"]
+__all__ = ["ALT", "qkv_lookup", "self_attention_flow", "c2_calculation", "multihead_flow", "encoder_decoder",
+           "vit_pipeline"]
 
 # Okabe-Ito: distinguishable with every common colour-vision deficiency.  One role, one colour,
 # in every figure: queries blue, keys orange, values green, scores/weights purple, outputs vermillion.
@@ -254,8 +256,12 @@ def qkv_lookup(n: int = 4) -> Figure:
 
 
 # --------------------------------------------------------------------------- 02: self-attention
-def self_attention_flow(n: int = 5, d_model: int = 8, d_k: int = 4, d_v: int = 4) -> Figure:
-    """Self-attention on one sequence: X -> Q, K, V -> scaled scores -> row softmax -> weights @ V."""
+def self_attention_flow(n: int = 5, d_model: int = 8, d_k: int = 4, d_v: int = 4, scaled: bool = True) -> Figure:
+    """Self-attention on one sequence: X -> Q, K, V -> scores -> row softmax -> weights @ V.
+
+    ``scaled=False`` draws chapter 2's head, whose scores are the plain ``Q K^T`` (chapter 3 adds
+    the division by sqrt(d_k)).
+    """
     _check_sizes(n=n, d_model=d_model, d_k=d_k, d_v=d_v)
     fig, ax = _canvas(9.9, 4.85, "Self-attention: every token queries every token of the same sequence")
     lanes = {"q": 3.7, "k": 2.5, "v": 1.3}   # one horizontal lane per projection
@@ -271,8 +277,8 @@ def self_attention_flow(n: int = 5, d_model: int = 8, d_k: int = 4, d_v: int = 4
         _arrow(ax, w.right, made[lane].left)
 
     mid = (lanes["q"] + lanes["k"]) / 2
-    scores = _box(ax, 4.95, mid, 1.5, 1.05, "scores", (r"$QK^{\top}/\sqrt{d_k}$", "math"), _shape(n, n),
-                  color=PURPLE)
+    formula = r"$QK^{\top}/\sqrt{d_k}$" if scaled else r"$QK^{\top}$"
+    scores = _box(ax, 4.95, mid, 1.5, 1.05, "scores", (formula, "math"), _shape(n, n), color=PURPLE)
     _arrow(ax, made["q"].right, scores.at("left", 0.3))
     _arrow(ax, made["k"].right, scores.at("left", -0.3))
     soft = _box(ax, 6.45, mid, 0.95, 0.72, "softmax", ("by rows", "note"), op=True)
@@ -289,9 +295,60 @@ def self_attention_flow(n: int = 5, d_model: int = 8, d_k: int = 4, d_v: int = 4
 
     notes = (f"n = {n} tokens, d_model = {d_model}, d_k = {d_k}, d_v = {d_v}.  "
              "Grey: operations (with their weight shapes); coloured: tensors.",
-             f"Row i of the weights sums to 1: how much token i takes from each of the {n} value rows.")
+             f"Row i of the weights sums to 1: how much token i takes from each of the {n} value rows."
+             + ("" if scaled else "  (Unscaled scores: chapter 3 divides them by √d_k.)"))
     for k, note in enumerate(notes):
         ax.text(0.2, 0.5 - 0.24 * k, note, ha="left", va="center", fontsize=FS_SMALL, color=INK)
+    return fig
+
+
+def c2_calculation(n: int = 4) -> Figure:
+    """The lab report's derivation of one output, c_2, token by token: q_2 against every k_i,
+    softmax, and the weighted sum of the v_i (its per-token steps, with unscaled scores)."""
+    _check_sizes(n=n)
+    if n < 2:
+        raise ValueError(f"c2_calculation: the figure follows token 2, so n must be at least 2, got {n}")
+    row = 0.625   # exact in binary, so the height in pixels is a whole number at any n
+    height = 3.0 + row * (n - 1)
+    fig, ax = _canvas(10.4, height, f"The lab report's c₂, one token at a time ({_count(n, 'input')})")
+    col = dict(e=0.55, k=1.75, dot=2.95, a=3.85, soft=4.95, ahat=6.05, times=6.72, v=7.3, sum=8.45, out=9.6)
+    y_head = height - 0.8
+    ys = [height - 1.95 - i * row for i in range(n)]
+    mid = sum(ys) / n
+    headers = [("e", "inputs", "$e_i$"), ("k", "keys", "$k_i = e_iW^K$"), ("a", "scores", r"$\alpha_{2,i}$"),
+               ("ahat", "weights", r"$\hat\alpha_{2,i}$"), ("v", "values", "$v_i = e_iW^V$")]
+    for key, name, formula in headers:
+        _lines(ax, col[key], y_head, [(name, "title"), (formula, "math")])
+
+    # q_2 comes from e_2 alone and is compared with every key: one query on a vertical bus.
+    top = ys[0] + 0.62
+    query = _box(ax, col["dot"], top + 0.12, 1.05, 0.42, "$q_2 = e_2W^Q$", color=BLUE)
+    ax.plot([col["dot"], col["dot"]], [query.bottom[1], ys[-1]], color=BLUE, linewidth=1.6, zorder=1)
+    soft = _box(ax, col["soft"], mid, 0.8, (n - 1) * row + 0.44, "softmax", ("over i", "note"), op=True)
+    total = _node(ax, col["sum"], mid, "Σ", r=0.2)
+    for i, y in enumerate(ys):
+        tag = str(i + 1)
+        e = _box(ax, col["e"], y, 0.62, 0.42, f"$e_{{{tag}}}$", color=BLUE if i == 1 else SKY, lw=2.2 if i == 1 else 1.4)
+        k = _box(ax, col["k"], y, 0.62, 0.42, f"$k_{{{tag}}}$", color=ORANGE)
+        dot = _node(ax, col["dot"], y, "·", r=0.13)
+        a = _box(ax, col["a"], y, 0.72, 0.42, rf"$\alpha_{{2,{tag}}}$", color=PURPLE)
+        ahat = _box(ax, col["ahat"], y, 0.72, 0.42, rf"$\hat\alpha_{{2,{tag}}}$", color=PURPLE)
+        v = _box(ax, col["v"], y, 0.62, 0.42, f"$v_{{{tag}}}$", color=GREEN)
+        _arrow(ax, e.right, k.left)
+        _arrow(ax, k.right, dot.left)
+        _arrow(ax, dot.right, a.left)
+        _arrow(ax, a.right, (soft.left[0], y))
+        _arrow(ax, (soft.right[0], y), ahat.left)
+        ax.text(col["times"], y, "×", ha="center", va="center", fontsize=FS + 1, color=INK)
+        _arrow(ax, v.right, total.rim(v.right))
+    out = _box(ax, col["out"], mid, 0.95, 0.62, "$c_2$", _shape("d_v"), color=VERMILLION)
+    _arrow(ax, total.right, out.left)
+    notes = (r"$\alpha_{2,i} = q_2\cdot k_i$,   $\hat\alpha_{2,i} = e^{\alpha_{2,i}} / \Sigma_j\, e^{\alpha_{2,j}}$,"
+             r"   $c_2 = \Sigma_i\, \hat\alpha_{2,i}\, v_i$:  row 2 of softmax$(QK^{\top})V$.",
+             r"The report's steps leave the scores unscaled; its matrix formula divides them by $\sqrt{d_k}$"
+             " (chapter 3): followed literally, the two give different weights.")
+    for j, note in enumerate(notes):
+        ax.text(0.2, 0.62 - 0.3 * j, note, ha="left", va="center", fontsize=FS_SMALL, color=INK)
     return fig
 
 
@@ -619,6 +676,11 @@ ALT: dict[str, str] = {
         "of shape (n, d_k) and V of shape (n, d_v); the scores Q K-transpose divided by the square root of "
         "d_k form an (n, n) matrix whose rows a softmax turns into weights, and weights times V gives the "
         "output of shape (n, d_v)."
+    ),
+    "c2_calculation": (
+        "The lab report's computation of one output, c_2: each input e_i gives a key k_i and a value v_i, the "
+        "query q_2 from e_2 alone is dotted with every key to give scores alpha_2,i, a softmax over i turns "
+        "them into weights, and c_2 is the sum of the values, each multiplied by its weight."
     ),
     "multihead_flow": (
         "X of shape (B, n, d_model) goes through W_q, W_k and W_v, and each result is split into H heads of "

@@ -9,6 +9,7 @@ requires.  Chapters read results with ``read_result(name)``; scripts write them 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 import platform
@@ -68,14 +69,16 @@ RESULTS_DIR = find_results_dir()
 _CODE_PATHS = ("course_utils", "benchmarks", "pyproject.toml")
 
 
+@functools.cache
 def code_version() -> str:
     """The git commit of this checkout, marked ``+uncommitted-changes`` if tracked code differs.
 
     Code means what a run executes (``course_utils/``, ``benchmarks/``, ``pyproject.toml``): an
     edited chapter or README does not change what a training run computes.
 
-    Long runs call this when they start, so a result names the code that ran even if the
-    checkout changes before the run ends.
+    Asked once per process (the first call's answer is kept): a process runs the code it loaded,
+    so a command that trains several seeds names the same commit for all of them even if the
+    checkout changes while it runs.
     """
     root = checkout_root()
     if root is None:

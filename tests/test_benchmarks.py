@@ -42,3 +42,44 @@ def test_vit_throughput_benchmark_skips_bf16_where_it_is_emulated(bench, monkeyp
     out = bench.main()
     assert "no native bf16" in out["bf16_autocast"]["skipped"]
     assert out["float32"]["ratio_course_over_timm"] > 0
+
+
+def _stored_run(recipe, seed: int, accs: list[float], epoch_s: float = 60.0) -> dict:
+    """The ``data`` of a results file as the trainer writes it, trimmed to what the table reads."""
+    history = [{"epoch": e + 1, "val_acc": a, "elapsed_s": epoch_s * (e + 1)} for e, a in enumerate(accs)]
+    return {"recipe": {**recipe.to_dict(), "seed": seed}, "history": history, "epochs_done": len(accs),
+            "train_time_s": epoch_s * len(accs), "best_val_acc": max(accs), "test_acc": max(accs) - 0.01,
+            "test_acc_single_view": max(accs) - 0.02, "amp": "bfloat16", "fast": False}
+
+
+def test_recipe_tables_keep_each_recipe_and_version_apart(tmp_path, monkeypatch):
+    """``benchmarks.cpu_recipe`` tables the ViT's and the ResNet's seeds in separate files, each from its
+    own results only, and leaves out runs of an older version of the recipe."""
+    import dataclasses
+
+    from benchmarks import cpu_recipe
+    from course_utils.results import write_result
+    from course_utils.training.recipes import RECIPES
+
+    monkeypatch.setattr("course_utils.results.RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(cpu_recipe, "RESULTS_DIR", tmp_path)
+    resnet, vit = RECIPES["resnet"], RECIPES["cpu"]
+    assert cpu_recipe.result_name(0, "resnet") == "ch07_resnet_cpu"
+    assert cpu_recipe.result_name(2, "resnet") == "ch07_resnet_cpu_seed2"
+    assert cpu_recipe.result_name(1) == "ch07_vit_cpu_seed1"
+    for seed, accs in ((0, [0.70, 0.81, 0.86]), (1, [0.72, 0.79, 0.84])):
+        write_result(cpu_recipe.result_name(seed, "resnet"), _stored_run(resnet, seed, accs), dataset="test",
+                     directory=tmp_path)
+    older = dataclasses.replace(resnet, epochs=resnet.epochs + 1)   # another version of the recipe
+    write_result(cpu_recipe.result_name(2, "resnet"), _stored_run(older, 2, [0.9]), dataset="test", directory=tmp_path)
+    write_result(cpu_recipe.result_name(0), _stored_run(vit, 0, [0.5, 0.6]), dataset="test", directory=tmp_path)
+
+    table = cpu_recipe.summarize("resnet")
+    (entry,) = table["machines"].values()
+    assert [r["seed"] for r in entry["seeds"]] == [0, 1], "the older version's seed 2 is left out"
+    assert [r["time_to_85_s"] for r in entry["seeds"]] == [180.0, None]
+    assert entry["seeds_reaching"] == {"80%": 2, "85%": 1}
+    assert entry["summary"]["test_acc"]["mean"] == pytest.approx((0.85 + 0.83) / 2)
+    assert table["recipe"]["model"] == "resnet"
+    (vit_entry,) = cpu_recipe.summarize("cpu")["machines"].values()
+    assert [r["best_val_acc"] for r in vit_entry["seeds"]] == [0.6], "the ViT's table holds the ViT's run only"

@@ -28,6 +28,10 @@ SHAPES = [
     ("qkv_lookup", dict(n=1), ["(1, d_k)", "(1,)", "1 key ", "1.00"], ["$k_{2}$"]),
     ("self_attention_flow", dict(n=7, d_model=12, d_k=3, d_v=5),
      ["(7, 12)", "(12, 3)", "(12, 5)", "(7, 3)", "(7, 5)", "(7, 7)", "n = 7 tokens"], ["(5, 8)", "(8, 4)", "(5, 5)"]),
+    ("self_attention_flow", dict(scaled=False), ["$QK^{\\top}$", "chapter 3 divides"], ["sqrt{d_k}"]),
+    ("c2_calculation", dict(n=6), ["6 inputs", "$k_{6}$", "$v_{6}$", "\\alpha_{2,6}", "$q_2 = e_2W^Q$", "(d_v,)",
+                                   "unscaled"], ["$k_{7}$"]),
+    ("c2_calculation", dict(n=2), ["2 inputs", "$e_{2}$", "\\hat\\alpha_{2,2}"], ["$e_{3}$"]),
     ("multihead_flow", dict(n=6, d_model=12, heads=3),
      ["(B, 6, 12)", "(12, 12)", "(B, 3, 6, 4)", "(B, 6, 4)", "D = 12 / 3 = 4", "head 3", "3 heads", r"\sqrt{4}"],
      ["(B, 5, 8)", "(B, 2, 5, 4)"]),
@@ -58,7 +62,8 @@ def _png(fig: Figure) -> bytes:
 
 
 def test_every_public_function_is_listed_and_has_alt_text():
-    assert PUBLIC == sorted(["qkv_lookup", "self_attention_flow", "multihead_flow", "encoder_decoder", "vit_pipeline"])
+    assert PUBLIC == sorted(["qkv_lookup", "self_attention_flow", "c2_calculation", "multihead_flow", "encoder_decoder",
+                             "vit_pipeline"])
     assert sorted(set(diagrams.__all__) - {"ALT"}) == PUBLIC
     assert sorted(diagrams.ALT) == PUBLIC
     for name, alt in diagrams.ALT.items():
@@ -115,6 +120,7 @@ def test_text_stays_inside_the_figure_and_off_other_text(name, kwargs):
 @pytest.mark.parametrize("call", [
     lambda: diagrams.qkv_lookup(n=0),
     lambda: diagrams.self_attention_flow(d_k=-1),
+    lambda: diagrams.c2_calculation(n=1),
     lambda: diagrams.multihead_flow(d_model=10, heads=3),
     lambda: diagrams.vit_pipeline(img_size=30, patch_size=4),
     lambda: diagrams.vit_pipeline(dim=2.5),

@@ -70,14 +70,25 @@ RECIPES: dict[str, Recipe] = {
     # to a 4x4 grid of 16 tokens); everything after it is a small pre-norm ViT with a CLS token.
     # A finer grid (patch 4: 64 tokens) costs more per image (attention and the MLPs run on 4x the
     # tokens), so fewer epochs fit in the half hour.  Evaluation averages each image with its mirror.
-    # The epoch count fills the half hour on such a machine when nothing else runs (about 46 s an
-    # epoch on the AMD EPYC, validation included; torch.compile measured slower there, so it is off).
+    # The epoch count fills the half hour on such a machine when nothing else runs (the stored runs
+    # record each epoch's time; torch.compile measured slower there, so it is off).
     "cpu": Recipe(
         name="cpu",
         model_kwargs=dict(CIFAR_VIT, patch_size=8, dim=192, depth=4, num_heads=3, mlp_dim=384,
                           stem_channels=(32, 64, 128), dropout=0.0),
         epochs=37, batch_size=128, lr=2e-3, weight_decay=0.05, warmup_epochs=1, label_smoothing=0.1,
         grad_clip=1.0, augment=True, policy=None, amp="auto", channels_last=True, eval_flip=True,
+    ),
+    # Chapter 07's convolutional baseline with a ResNet's own standard recipe (He et al., 2016:
+    # SGD with Nesterov momentum 0.9 at lr 0.1, weight decay 5e-4 as in most later CIFAR work,
+    # no warm-up, no label smoothing), cosine decay, the ViT's augmentation and evaluation, and as
+    # many epochs as fill the cpu recipe's half hour on the same machine
+    # (python -m benchmarks.cpu_recipe --recipe resnet).
+    "resnet": Recipe(
+        name="resnet", model="resnet", model_kwargs=dict(num_classes=len(CLASSES)),
+        epochs=30, batch_size=128, optimizer="sgd", momentum=0.9, lr=0.1, weight_decay=5e-4,
+        warmup_epochs=0, label_smoothing=0.0, grad_clip=None, augment=True, amp="auto", channels_last=True,
+        eval_flip=True,
     ),
     # One GPU: a ViT-S-like model (patch 4 on 32x32 gives 64 tokens) with the DeiT-style
     # recipe (AdamW, warmup + cosine, label smoothing, TrivialAugment, MixUp/CutMix) for many
