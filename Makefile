@@ -92,7 +92,6 @@ train-laptop: $(STAMP)
 # time-to-accuracy table per machine (results/bench_cpu_recipe.json).
 train-cpu: $(STAMP)
 	$(PY) -m benchmarks.cpu_recipe --seeds 0 1 2
-	$(PY) -m course_utils.cli.train --recipe cpu --model resnet --out runs/ch07_resnet_cpu --result ch07_resnet_cpu
 
 # Chapter 07's fair comparison: the ResNet with its own recipe (`resnet`: SGD, lr 0.1, weight decay
 # 5e-4), three seeds in the same half hour per seed as the ViT's, on the same machine; the table is

@@ -64,6 +64,16 @@ def test_every_variant_is_one_change_on_top_of_its_reference():
     lr_x2 = table["lr_x2"][2]
     assert lr_x2.lr == 2 * top["lr"] and lr_x2.batch_size == top["batch_size"]
     assert table["dropout"][2].model_kwargs == {**top["model_kwargs"], "dropout": 0.1}
+    assert table["lr_range_test"][2].lr == pytest.approx(top["lr"] / 10)
+    # The method's steps: each one change on top of the previous, starting from the budget's base.
+    method = [sweep.BUDGETS["mini"].base.to_dict()] + [table[n][2].to_dict() for n, _, _ in sweep.METHOD]
+    for (name, _, overrides), before, after in zip(sweep.METHOD, method, method[1:]):
+        changed = {k for k in after if after[k] != before[k]} - {"name"}
+        assert changed == set(overrides), f"method step {name} changes {changed}, declares {set(overrides)}"
+        assert table[name][0] == "method"
+    report = table["report"][2]
+    assert report.augment and report.model_kwargs["dropout"] == 0.1 and report.schedule == "constant"
+    assert "stem_channels" not in report.model_kwargs  # the report's plain Conv2d patch embedding
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,9 @@ starting recipe; a **variant** is a named set of recipe changes.  The ablation h
 - the *ladder*: a bare plain ViT (the lab report's architecture with no augmentation, no
   regularisation and a constant learning rate) improved one change at a time, each step keeping
   the previous ones;
-- the *levers*: single changes to the ladder's last step, one at a time.
+- the *levers*: single changes to the ladder's last step, one at a time;
+- the *method*: the lab report's own ingredients (augmentation and dropout on a plain ViT),
+  then the steps that chapter 08's method takes when the curves say under-fitting.
 
 Runs select on the validation split and never touch the test set (chapter 07's full run is the
 one test-set evaluation).  Each run trains in ``runs/sweep/<budget>/<variant>/seed<k>/`` with
@@ -113,6 +115,22 @@ LEVERS: list[tuple[str, str, dict]] = [
     ("deep_narrow", "depth 8, dim 96 (fewer parameters, twice the layers)",
      {"model_kwargs": {"depth": 8, "dim": 96, "num_heads": 4, "mlp_dim": 192}}),
     ("no_augment", "- random crop and flip (the ladder's top without augmentation)", {"augment": False}),
+    ("lr_range_test", "learning rate / 10: the range test's suggestion (a tenth of the lr at its lowest loss)",
+     {"lr": Scale(0.1)}),
+]
+# The method of chapter 08, section 8.2, as a learner would apply it to the lab report's run.  The
+# report's text names what it added to a plain ViT (crop-and-flip augmentation, dropout, a smaller
+# model); the values are in its Figure 9, which the text does not reproduce, so these are the
+# course's.  Each step keeps the previous ones; the order is the method's answer to the diagnosis
+# "under-fitting": take away the regulariser first, then fix the schedule, then add inductive bias.
+METHOD: list[tuple[str, str, dict]] = [
+    ("report", "the lab report's ingredients: plain ViT (patch 4), crop and flip, dropout 0.1, constant lr",
+     {"augment": True, "model_kwargs": {"dropout": 0.1}}),
+    ("report_no_dropout", "- dropout: a regulariser has nothing to do for a model that under-fits",
+     {"model_kwargs": {"dropout": 0.0}}),
+    ("report_schedule", "+ 1 epoch linear warmup, then cosine decay", {"schedule": "cosine", "warmup_epochs": 1}),
+    ("report_conv_tokenizer", "+ convolutional tokenizer (inductive bias: more learned per epoch)",
+     {"model_kwargs": {"patch_size": 8, "stem_channels": [32, 64, 128]}}),
 ]
 
 
@@ -138,6 +156,10 @@ def variants(budget: Budget) -> dict[str, tuple[str, str, Recipe]]:
     top = recipe
     for name, about, overrides in LEVERS:
         out[name] = ("lever", about, apply(top, overrides, f"{budget.name}/{name}"))
+    recipe = budget.base
+    for name, about, overrides in METHOD:
+        recipe = apply(recipe, overrides, f"{budget.name}/{name}")
+        out[name] = ("method", about, recipe)
     return out
 
 
