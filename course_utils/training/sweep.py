@@ -286,7 +286,7 @@ def collect(budget: Budget, result: str | None, log: Callable[[str], None] = pri
             found[path.parent.name[4:]] = _run_record(summary, about, part)
         for seed, record in recorded.get(name, {}).items():
             if seed not in found:
-                found[seed] = record
+                found[seed] = {**record, "about": about, "part": part}  # the variant's words as they are now
                 log(f"{name} (seed {seed}): kept from results/{result}.json (no run directory here)")
         for seed in sorted(found, key=int):
             runs.setdefault(name, {})[seed] = found[seed]
