@@ -202,16 +202,20 @@ def choose_amp(recipe: Recipe, model: nn.Module, device: torch.device, log: Call
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     if device.type != "cpu":
         return None
-    timings = {}
+    timings: dict = {None: [], torch.bfloat16: []}
     with torch.random.fork_rng(devices=[]):  # the probe must not move the (restored) RNG stream
         x = torch.randn(min(recipe.batch_size, 64), 3, 32, 32, device=device)
         if recipe.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
-        for dtype in (None, torch.bfloat16):
-            timings[dtype] = _time_steps(model, x, dtype)
-    chosen = torch.bfloat16 if timings[torch.bfloat16] < 0.9 * timings[None] else None
-    log(f"amp=auto on CPU: float32 {timings[None]:.2f}s vs bf16 {timings[torch.bfloat16]:.2f}s "
-        f"for 3 steps -> {'bf16' if chosen else 'float32'}")
+        # Three rounds in alternating order, the fastest of each kept: a moment when the machine is
+        # busy slows one round of one dtype, and must not decide the precision of a long run.
+        for r in range(3):
+            for dtype in ((None, torch.bfloat16) if r % 2 == 0 else (torch.bfloat16, None)):
+                timings[dtype].append(_time_steps(model, x, dtype))
+    fp32, bf16 = min(timings[None]), min(timings[torch.bfloat16])
+    chosen = torch.bfloat16 if bf16 < 0.9 * fp32 else None
+    log(f"amp=auto on CPU: float32 {fp32:.2f}s vs bf16 {bf16:.2f}s for 3 steps (fastest of 3 rounds) "
+        f"-> {'bf16' if chosen else 'float32'}")
     return chosen
 
 
