@@ -151,3 +151,48 @@ def test_limits_contain_failures(small_course):
         assert s["state"] == "failed" and any(words in r for r in s["reasons"]), (student, s)
         assert not any(got.get(student, {}).values()), (student, got[student])
     print(json.dumps({s: status[s]["reasons"] for s in status}, indent=1))
+
+
+@pytest.mark.slow
+def test_a_stuck_worker_costs_one_student(small_course):
+    """A worker that stops answering (frozen here with SIGSTOP, as a deadlock outside any kernel
+    would leave it) is stopped with its kernels after ``answer_within``; the student is failed
+    with the reason and scored 0, and the next student is graded by a fresh worker."""
+    import os
+    import signal
+    import threading
+    import time
+
+    import psutil
+
+    course = small_course
+    _reset(course)
+    _write(course, CID, "a_frozen", _submission(course, CID))  # graded first (sorted)
+    _write(course, CID, "b_next", _submission(course, CID))
+    me = psutil.Process()
+    frozen: list[int] = []
+
+    def freeze_first_worker():
+        deadline = time.time() + 120
+        while time.time() < deadline and not frozen:
+            for p in me.children(recursive=True):
+                try:
+                    if "--worker" in p.cmdline():
+                        os.kill(p.pid, signal.SIGSTOP)
+                        frozen.append(p.pid)
+                        return
+                except psutil.Error:
+                    pass
+            time.sleep(0.05)
+
+    t = threading.Thread(target=freeze_first_worker)
+    t.start()
+    status = grade(course, CID, jobs=1, force=True, answer_within=60)
+    t.join()
+    assert frozen, "no grading worker was seen"
+    assert not psutil.pid_exists(frozen[0]) or psutil.Process(frozen[0]).status() == psutil.STATUS_ZOMBIE
+    a, b = status["a_frozen"], status["b_next"]
+    assert a["state"] == "failed" and any("gave no answer in 60 s" in r for r in a["reasons"]), a
+    assert not any(scores(course).get("a_frozen", {}).values())
+    assert b["state"] == "graded" and not b["reasons"], b
+    assert sum(scores(course)["b_next"].values()) > 0

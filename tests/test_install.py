@@ -87,7 +87,8 @@ def test_setup_cell_installs_the_package_when_missing(installed_env, tmp_path):
                            timeout=600)
     assert first.returncode == 0, first.stdout + first.stderr[-3000:]
     assert "Installing the course package" in first.stdout and "imported course_utils.grading.checks" in first.stdout
-    again = subprocess.run([str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env)
+    again = subprocess.run([str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
+                           timeout=600)
     assert "nothing to do" in again.stdout, again.stdout + again.stderr  # idempotent
 
 
@@ -128,5 +129,5 @@ def test_student_notebook_runs_outside_the_repository(cid, installed_env, tmp_pa
     code = ("import course_utils.results as r\n"
             f"for n in {sorted(names)!r}: r.read_result(n)\n"
             "print('ok')")
-    out = subprocess.run([str(installed_env), "-c", code], cwd=work, capture_output=True, text=True)
+    out = subprocess.run([str(installed_env), "-c", code], cwd=work, capture_output=True, text=True, timeout=300)
     assert out.stdout.strip() == "ok", f"{cid}: read_result fails outside the repository: {out.stderr[-2000:]}"

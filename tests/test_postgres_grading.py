@@ -51,15 +51,15 @@ def postgres_url():
     data = folder / "data"
     port = "5433"  # only names the socket file in the private folder: no TCP, no clash
     subprocess.run([*run_as, str(bindir / "initdb"), "-D", str(data), "-U", user, "--auth=trust", "-E", "UTF8",
-                    "--no-sync"], check=True, capture_output=True)
+                    "--no-sync"], check=True, capture_output=True, timeout=300)
     subprocess.run([*run_as, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(folder / "server.log"), "-w",
                     "-o", f"-c listen_addresses='' -k {folder} -p {port} -c fsync=off", "start"],
-                   check=True, capture_output=True)
+                   check=True, capture_output=True, timeout=300)
     try:
         yield f"postgresql+psycopg2://{user}@/postgres?host={folder}&port={port}"
     finally:
         subprocess.run([*run_as, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-                       capture_output=True)
+                       capture_output=True, timeout=120)
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -38,6 +38,7 @@ import json
 import os
 import queue
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,10 @@ from ..files import write_text
 
 DEFAULT_MEM_LIMIT = "3G"
 DEFAULT_TIME_LIMIT = 15 * 60  # seconds for a whole notebook: far above any chapter (results/bench_grading.json)
+# A worker answers for a student within two attempts at the notebook's time limit plus this
+# (importing nbgrader, starting the fork server, writing the gradebook).  One that does not is
+# stuck outside any kernel the watchdog can stop: the driver stops it and grades the others.
+ANSWER_MARGIN = 5 * 60
 # Kernels under grading: no figure rendering, one thread each (JOBS kernels share the cores).
 KERNEL_ENV = {
     "MPLBACKEND": "Agg",
@@ -392,6 +397,23 @@ def _grade_students(assignment_id: str, root: Path, mem_limit: int | None, time_
         proto.write(json.dumps(result) + "\n")
 
 
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """Stop a worker with everything it started (fork server, kernels), then reap it."""
+    import psutil
+
+    try:
+        family = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        family = []
+    for p in family:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    proc.kill()
+    proc.wait()
+
+
 def _score(coursedir, assignment_id: str, student: str) -> str | None:
     from nbgrader.api import Gradebook
 
@@ -404,7 +426,8 @@ def _score(coursedir, assignment_id: str, student: str) -> str | None:
 
 
 # ------------------------------------------------------------------ the driver
-def _check_gradebook(root: Path, assignment_id: str, env: dict) -> None:
+def _check_gradebook(root: Path, assignment_id: str, env: dict) -> tuple[str, str]:
+    """The gradebook's (url, course id), once the assignment is known to be in it."""
     from nbgrader.api import Gradebook, MissingEntry
 
     with _environ(env):
@@ -417,6 +440,7 @@ def _check_gradebook(root: Path, assignment_id: str, env: dict) -> None:
     except MissingEntry:
         raise SystemExit(f"assignment {assignment_id!r} is not in the gradebook ({db_url.split('?')[0]}): "
                          f"run 'make release' (nbgrader generate_assignment {assignment_id}) first") from None
+    return db_url, course_id
 
 
 def _eta(seconds: float) -> str:
@@ -427,13 +451,16 @@ def _eta(seconds: float) -> str:
 def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = None, force: bool = False,
           students: list[str] | None = None, mem_limit: str | int | None = DEFAULT_MEM_LIMIT,
           time_limit: float = DEFAULT_TIME_LIMIT, env_extra: dict | None = None,
-          progress=print, fork_server: bool = True) -> dict:
+          progress=print, fork_server: bool = True, answer_within: float | None = None) -> dict:
     """Grade the submissions of ``assignment_id`` and return the assignment's status
     (``{student: {"sha256", "state", "reasons", "flags", "seconds", "graded_at"}}``, every
     student, graded now or before).  ``course_dir`` is the repository (or a copy of the course)
     or its ``autograde/`` folder; ``env_extra`` goes into the graders' environment (e.g.
     ``COURSE_CELL_TIMEOUT``, ``COURSE_DB_URL``); ``progress`` gets one line per submission;
-    ``fork_server=False`` starts every kernel as a fresh Python (see ``forkserver.py``)."""
+    ``fork_server=False`` starts every kernel as a fresh Python (see ``forkserver.py``);
+    ``answer_within`` (seconds; default two attempts at ``time_limit`` plus ``ANSWER_MARGIN``)
+    bounds the wait for one student, so a stuck worker costs that student only."""
+    answer_within = answer_within or 2 * time_limit + ANSWER_MARGIN
     root = course_root(course_dir)
     mem_bytes = parse_size(mem_limit)
     jobs = max(1, jobs or len(os.sched_getaffinity(0)))
@@ -470,7 +497,7 @@ def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = 
         env["JUPYTER_PATH"] = os.pathsep.join([kernels] + [p for p in [env.get("JUPYTER_PATH")] if p])
         bindir = str(Path(sys.executable).parent)
         env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
-        _check_gradebook(root, assignment_id, env)
+        db_url, course_id = _check_gradebook(root, assignment_id, env)
 
         work: queue.Queue[str] = queue.Queue()
         for s in todo:
@@ -523,9 +550,24 @@ def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = 
                     t0 = time.perf_counter()
                     proc.stdin.write(student + "\n")
                     proc.stdin.flush()
-                    line = proc.stdout.readline()
+                    # One request, one line: nothing waits in the text buffer that select cannot see.
+                    ready, _, _ = select.select([proc.stdout], [], [], answer_within)
+                    line = proc.stdout.readline() if ready else None
                     if line:
                         safe_record(json.loads(line))
+                        continue
+                    if line is None:
+                        _kill_tree(proc)
+                        proc = None
+                        reasons = [f"the grading process gave no answer in {answer_within:g} s and was "
+                                   f"stopped with its kernels (the notebook's limit is {time_limit:g} s); "
+                                   f"grade this student again, and see status/{assignment_id}.logs/worker-{n}.log"]
+                        try:
+                            _zero_scores(db_url, course_id, assignment_id, student)
+                        except Exception as exc:  # noqa: BLE001
+                            reasons.append(f"could not set its scores to 0: {exc}")
+                        safe_record({"student": student, "state": "failed",
+                                     "seconds": round(time.perf_counter() - t0, 2), "reasons": reasons})
                         continue
                     code = proc.wait()
                     safe_record({"student": student, "state": "failed", "seconds": round(time.perf_counter() - t0, 2),
@@ -537,7 +579,7 @@ def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = 
                     try:
                         proc.wait(timeout=60)
                     except subprocess.TimeoutExpired:
-                        proc.kill()
+                        _kill_tree(proc)
 
         threads = [threading.Thread(target=run_worker, args=(n,), daemon=True) for n in range(min(jobs, len(todo)))]
         for t in threads:
