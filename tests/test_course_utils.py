@@ -252,3 +252,32 @@ def test_every_course_variable_is_documented_in_settings():
     undocumented = sorted(used - set(settings.SETTINGS))
     assert not undocumented, f"document these in course_utils/settings.py: {undocumented}"
     assert all(name in settings.__doc__ for name in settings.SETTINGS), "the module docstring's table is incomplete"
+
+
+def test_compare_seeds_reads_a_gap_only_as_far_as_the_seeds_allow():
+    from itertools import combinations
+
+    from course_utils.analysis import MIN_SEEDS, compare_seeds
+
+    ref = [0.62, 0.618, 0.636]
+    assert str(compare_seeds([0.60, 0.598, 0.61], ref)) == "lower, beyond the noise"
+    assert str(compare_seeds([0.66, 0.65, 0.67], ref)) == "higher, beyond the noise"
+    # Every seed beyond, but by less than two standard errors (a wide spread on one side).
+    wide = compare_seeds([0.637, 0.70, 0.64], ref)
+    assert wide.apart and abs(wide.gap) < 2 * wide.se and wide.verdict == "inside the noise"
+    # A large mean gap with overlapping seeds is noise too.
+    assert compare_seeds([0.50, 0.52, 0.63], ref).verdict == "inside the noise"
+    # Too few seeds on either side: not measured, whatever the numbers.
+    assert str(compare_seeds([0.40, 0.41], ref)) == "not measured (2 seeds)"
+    assert str(compare_seeds([0.40], [0.60])) == "not measured (1 seed)"
+    assert compare_seeds([0.40], [0.60]).se is None
+    # Integers and other sequences read the same; the standard error is the textbook one.
+    c = compare_seeds((1, 2, 3), (4, 5, 6))
+    assert c.gap == -3 and abs(c.se - (2 / 3) ** 0.5) < 1e-12 and c.verdict == "lower"
+    with pytest.raises(ValueError, match="at least one value"):
+        compare_seeds([], ref)
+    # The comment's odds: with MIN_SEEDS a side and no effect, the seeds fall apart 1 time in 10.
+    n = MIN_SEEDS
+    splits = list(combinations(range(2 * n), n))
+    apart = sum(1 for s in splits if max(s) < n or min(s) >= n)
+    assert apart / len(splits) == 0.1

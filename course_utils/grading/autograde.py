@@ -354,13 +354,13 @@ def _grade_students(assignment_id: str, root: Path, mem_limit: int | None, time_
                 log.removeHandler(handler)
                 handler.close()
             text = buffer.read_text(errors="replace")
+            died = bool(error) and ("DeadKernelError" in text or "Kernel died" in text)
             # SQLite gave up waiting for its lock (very busy disk): grade the student again.
             if error and "database is locked" in text and attempt == 1:
                 continue
             # A kernel that died before its first cell ran died of the machine (a start under
             # heavy load), not of the submission: no learner code had run.  Start it once more.
-            if (error and attempt == 1 and "cell" not in _CURRENT and not watchdog.reason
-                    and ("DeadKernelError" in text or "Kernel died" in text)):
+            if died and attempt == 1 and "cell" not in _CURRENT and not watchdog.reason:
                 continue
             break
 
@@ -374,10 +374,10 @@ def _grade_students(assignment_id: str, root: Path, mem_limit: int | None, time_
             where = _CURRENT.get("cell", "its first cell")
             if watchdog.reason:
                 reason = f"{watchdog.reason} (in {where})"
-            elif ("DeadKernelError" in text or "Kernel died" in text) and "cell" not in _CURRENT:
+            elif died and "cell" not in _CURRENT:
                 reason = ("the kernel died twice while starting, before any cell ran (the machine, "
                           "not the submission: check its memory and load, then grade this student again)")
-            elif "DeadKernelError" in text or "Kernel died" in text:
+            elif died:
                 reason = (f"the kernel died while running {where} (the code exits Python, kills "
                           f"its own process, or crashed it); nothing after that cell ran")
             else:
