@@ -218,8 +218,11 @@ def test_autograde_end_to_end(cid, course):
     _write(course, cid, "loop", looping)
 
     start = time.perf_counter()
+    # answer_within: about three times the slowest submission seen here (a worker's start-up
+    # included), so a stuck worker is replaced, and its student graded again, well inside the
+    # test's own time limit.
     status = grade(course, cid, jobs=2, force=True, env_extra={"COURSE_CELL_TIMEOUT": str(TIMEOUT)},
-                   progress=lambda line: None)
+                   progress=lambda line: None, answer_within=400)
     wall = time.perf_counter() - start
     failed = {s: st["reasons"] for s, st in status.items() if st["state"] != "graded"}
     assert not failed, f"submissions the grader could not grade: {failed}"

@@ -19,6 +19,9 @@ scores are exactly those of ``nbgrader autograde``) and
   wall-clock time for the whole notebook (the per-cell limit, ``COURSE_CELL_TIMEOUT``, still
   applies); a submission past them, or one whose kernel dies, is recorded as failed with the
   reason, its autograded test scores are set to 0, and everyone else is still graded;
+- stops a worker that gives no answer for a student within two attempts at the time limit plus
+  ``ANSWER_MARGIN`` (stuck outside any kernel), and grades that student again with a fresh
+  worker, then records it as failed if that one is stuck too;
 - writes ``autograde/status/<ID>.json``: ``{student: {"sha256", "state": "graded"|"failed",
   "reasons": [...], "flags": [...], "seconds", "graded_at"}}`` (``make grades`` reads
   ``reasons`` and ``flags``), and each submission's nbgrader log to
@@ -459,7 +462,8 @@ def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = 
     ``COURSE_CELL_TIMEOUT``, ``COURSE_DB_URL``); ``progress`` gets one line per submission;
     ``fork_server=False`` starts every kernel as a fresh Python (see ``forkserver.py``);
     ``answer_within`` (seconds; default two attempts at ``time_limit`` plus ``ANSWER_MARGIN``)
-    bounds the wait for one student, so a stuck worker costs that student only."""
+    bounds the wait for one student: a worker that gives no answer is stopped and the student
+    graded once more by a fresh worker, then failed, so a stuck worker never stops the class."""
     answer_within = answer_within or 2 * time_limit + ANSWER_MARGIN
     root = course_root(course_dir)
     mem_bytes = parse_size(mem_limit)
@@ -505,6 +509,7 @@ def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = 
         lock = threading.Lock()
         started = time.perf_counter()
         counter = {"done": 0}
+        stuck: set[str] = set()  # students whose first worker gave no answer
         logs = root / "status" / f"{assignment_id}.logs"
         logs.mkdir(parents=True, exist_ok=True)
 
@@ -559,9 +564,15 @@ def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = 
                     if line is None:
                         _kill_tree(proc)
                         proc = None
-                        reasons = [f"the grading process gave no answer in {answer_within:g} s and was "
-                                   f"stopped with its kernels (the notebook's limit is {time_limit:g} s); "
-                                   f"grade this student again, and see status/{assignment_id}.logs/worker-{n}.log"]
+                        if student not in stuck:  # the worker, not the submission (its kernel has limits)
+                            stuck.add(student)
+                            progress(f"{student}: the grading process gave no answer in {answer_within:g} s; "
+                                     "stopped it, grading the student again with a fresh one")
+                            work.put(student)
+                            continue
+                        reasons = [f"the grading process gave no answer in {answer_within:g} s, twice, and was "
+                                   f"stopped with its kernels each time (the notebook's limit is {time_limit:g} s); "
+                                   f"see status/{assignment_id}.logs/worker-{n}.log"]
                         try:
                             _zero_scores(db_url, course_id, assignment_id, student)
                         except Exception as exc:  # noqa: BLE001
