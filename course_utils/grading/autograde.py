@@ -538,13 +538,16 @@ def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = 
                 progress(f"could not record the result of {result.get('student')}: {type(exc).__name__}: {exc}")
 
         def run_worker(n: int) -> None:
-            proc = None
+            proc, retry = None, None
             try:
                 while True:
-                    try:
-                        student = work.get_nowait()
-                    except queue.Empty:
-                        return
+                    if retry is not None:
+                        student, retry = retry, None
+                    else:
+                        try:
+                            student = work.get_nowait()
+                        except queue.Empty:
+                            return
                     if proc is None or proc.poll() is not None:
                         proc = subprocess.Popen(
                             [sys.executable, "-m", "course_utils.cli.autograde", assignment_id,
@@ -568,7 +571,7 @@ def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = 
                             stuck.add(student)
                             progress(f"{student}: the grading process gave no answer in {answer_within:g} s; "
                                      "stopped it, grading the student again with a fresh one")
-                            work.put(student)
+                            retry = student
                             continue
                         reasons = [f"the grading process gave no answer in {answer_within:g} s, twice, and was "
                                    f"stopped with its kernels each time (the notebook's limit is {time_limit:g} s); "
