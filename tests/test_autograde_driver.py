@@ -190,7 +190,7 @@ def test_a_stuck_worker_costs_one_student(small_course):
     t.start()
     lines: list[str] = []
     try:
-        # 120 s: twice the slowest start-and-grade of a chapter 01 submission on a busy CI machine,
+        # 120 s: well above the slowest start-and-grade of a chapter 01 submission on a busy CI machine,
         # so only the frozen workers run out of it.
         status = grade(course, CID, jobs=1, force=True, answer_within=120, progress=lines.append)
     finally:
