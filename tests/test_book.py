@@ -1,7 +1,8 @@
 """The book: it builds with warnings as errors, publishes only its pages, and each chapter page
 works in a real browser (headless Chromium): no console errors, math typeset, figures
 present, "Show solution" toggles, no hidden-test text visible.  Screenshots go to
-test-artifacts/screenshots/<page>.png.
+test-artifacts/screenshots/<page>.png, and one per figure to test-artifacts/figures/<page>-NN.png
+(with <page>.tsv: each file and its alt text).
 """
 from __future__ import annotations
 
@@ -220,6 +221,18 @@ def test_chapter_page_in_browser(cid, server, browser):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.evaluate("document.querySelectorAll('details').forEach(d => d.open = false)")
     page.screenshot(path=str(SHOTS / f"{cid}.png"), full_page=True)
+    # One picture per figure as the reader sees it (figures/<chapter>-NN.png), with an index of
+    # their alt texts, so a change to any figure can be reviewed without building the book.
+    figures = SHOTS.parent / "figures"
+    figures.mkdir(exist_ok=True)
+    index = []
+    for n, img in enumerate(page.locator("article img").all(), start=1):
+        if not img.is_visible():  # inside a closed toggle
+            continue
+        name = f"{cid}-{n:02d}.png"
+        img.screenshot(path=str(figures / name))
+        index.append(f"{name}\t{(img.get_attribute('alt') or '').strip()}")
+    (figures / f"{cid}.tsv").write_text("\n".join(index) + "\n")
     page.close()
     assert not errors, "browser errors:\n" + "\n".join(errors)
 
