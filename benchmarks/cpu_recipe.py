@@ -2,14 +2,18 @@
 
     python -m benchmarks.cpu_recipe --seeds 0 1 2                 # the ViT (about half an hour a seed)
     python -m benchmarks.cpu_recipe --recipe resnet --seeds 0 1   # the ResNet, with its own recipe
+    python -m benchmarks.cpu_recipe --recipe cpu_float32 --seeds 0  # the ViT in float32 (no native bf16)
     python -m benchmarks.cpu_recipe [--recipe resnet]             # rebuilds a table from the stored runs
 
-``--recipe`` names one of ``RECIPES`` ("cpu", the default, or "resnet"), each with its own files:
+``--recipe`` names one of ``RECIPES`` ("cpu", the default, "cpu_float32" or "resnet"), each with its own files:
 
 | recipe | seed 0 (with its weights) | seed s > 0 | table | runs |
 |---|---|---|---|---|
 | ``cpu`` | ``ch07_vit_cpu`` | ``ch07_vit_cpu_seed<s>`` | ``bench_cpu_recipe`` | ``runs/cpu_seed<s>`` |
 | ``resnet`` | ``ch07_resnet_cpu`` | ``ch07_resnet_cpu_seed<s>`` | ``bench_resnet_recipe`` | ``runs/resnet_seed<s>`` |
+| ``cpu_float32`` | ``ch07_vit_cpu_float32`` | ``ch07_vit_cpu_float32_seed<s>`` | ``bench_cpu_recipe_float32`` | ``runs/cpu_float32_seed<s>`` |
+
+Only the seed-0 runs of ``cpu`` and ``resnet`` keep their weights in ``results/`` (chapter 07 loads them).
 
 Each seed trains into its runs folder and resumes there when restarted.  A table groups the stored
 runs of the current recipe by the machine that made them (CPU model, cores, precision) and gives per seed:
@@ -38,7 +42,9 @@ THRESHOLDS = (0.80, 0.85)
 
 
 # recipe -> (result name of seed 0, name of the table)
-FILES = {"cpu": ("ch07_vit_cpu", "bench_cpu_recipe"), "resnet": ("ch07_resnet_cpu", "bench_resnet_recipe")}
+FILES = {"cpu": ("ch07_vit_cpu", "bench_cpu_recipe"), "resnet": ("ch07_resnet_cpu", "bench_resnet_recipe"),
+         "cpu_float32": ("ch07_vit_cpu_float32", "bench_cpu_recipe_float32")}
+SHOWN = ("cpu", "resnet")  # the recipes whose seed-0 weights chapter 07 loads
 
 
 def result_name(seed: int, recipe: str = "cpu") -> str:
@@ -52,7 +58,7 @@ def train_seed(seed: int, recipe: str = "cpu") -> None:
 
     train(dataclasses.replace(RECIPES[recipe], seed=seed), f"runs/{recipe}_seed{seed}",
           result_name=result_name(seed, recipe))
-    if seed != 0:  # only the run the chapter shows keeps its weights in results/
+    if seed != 0 or recipe not in SHOWN:  # only the runs the chapter shows keep their weights in results/
         (RESULTS_DIR / f"{result_name(seed, recipe)}_model.pth").unlink(missing_ok=True)
 
 

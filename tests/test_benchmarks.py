@@ -83,3 +83,37 @@ def test_recipe_tables_keep_each_recipe_and_version_apart(tmp_path, monkeypatch)
     assert table["recipe"]["model"] == "resnet"
     (vit_entry,) = cpu_recipe.summarize("cpu")["machines"].values()
     assert [r["best_val_acc"] for r in vit_entry["seeds"]] == [0.6], "the ViT's table holds the ViT's run only"
+
+
+def test_cpu_precision_benchmark_reports_each_variant_against_bf16(tmp_path):
+    """``benchmarks.cpu_precision`` times the cpu recipe's model in bf16 and float32 (both memory
+    formats) side by side and writes every ratio it prints."""
+    from benchmarks import cpu_precision
+
+    out = cpu_precision.main(["--rounds", "2", "--out-dir", str(tmp_path)])
+    saved = json.loads((tmp_path / "bench_cpu_precision.json").read_text())["data"]
+    assert set(saved["variants"]) == set(cpu_precision.VARIANTS) == set(out["variants"])
+    assert saved["variants"]["bf16, channels-last"]["step_time_over_bf16"] == {"median": 1.0, "min": 1.0, "max": 1.0}
+    for row in saved["variants"].values():
+        r = row["step_time_over_bf16"]
+        assert row["train_img_per_s"] > 0 and r["min"] <= r["median"] <= r["max"]
+    assert set(saved["native_bf16_flags"]) <= set(cpu_precision.NATIVE_BF16_FLAGS)
+
+
+def test_the_float32_recipe_is_the_cpu_recipe_with_fewer_float32_epochs(monkeypatch):
+    """``cpu_float32`` changes precision and epoch count only, so its runs measure the same recipe
+    on a CPU without native bf16; and the trainer points a float32 CPU running ``cpu`` to it."""
+    import torch
+
+    from course_utils.training import trainer
+    from course_utils.training.recipes import RECIPES
+
+    cpu, f32 = RECIPES["cpu"].to_dict(), RECIPES["cpu_float32"].to_dict()
+    assert {k for k in cpu if cpu[k] != f32[k]} == {"name", "amp", "epochs"}
+    assert f32["amp"] == "none" and 0 < f32["epochs"] < cpu["epochs"]
+
+    logs: list[str] = []
+    model = torch.nn.Linear(1, 1)
+    monkeypatch.setattr(trainer, "_time_steps", lambda m, x, dtype: 2.0 if dtype is not None else 1.0)  # emulated bf16
+    assert trainer.choose_amp(RECIPES["cpu"], model, torch.device("cpu"), logs.append) is None
+    assert any("--recipe cpu_float32" in line for line in logs), logs

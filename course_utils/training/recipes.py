@@ -1,7 +1,8 @@
 """Training recipes: one typed config for a CIFAR-10 run, and checked overrides.
 
 A ``Recipe`` is everything that defines a run (saved in its checkpoint, so a resume must match);
-``RECIPES`` holds the course's named ones (``cpu``, ``gpu``, ``smoke``); ``apply_overrides``
+``RECIPES`` holds the course's named ones (``cpu`` and its ``cpu_float32`` variant, ``resnet``, ``gpu``,
+``laptop``, ``smoke``); ``apply_overrides``
 applies the command line's ``--set KEY=VALUE`` with a type check per field; ``build_model``
 makes the recipe's network.
 """
@@ -119,6 +120,11 @@ RECIPES: dict[str, Recipe] = {
     ),
 }
 
+# The cpu recipe for a CPU without native bf16 (where the trainer's amp="auto" picks float32): the
+# same model and ingredients in float32, with as many epochs as fill the same half hour there.  The
+# count is the cpu recipe's scaled by the float32/bf16 training-step speed measured side by side by
+# benchmarks.cpu_precision (results/bench_cpu_precision.json), in the faster memory format.
+RECIPES["cpu_float32"] = dataclasses.replace(RECIPES["cpu"], name="cpu_float32", amp="none", epochs=21)
 
 
 def build_model(recipe: Recipe) -> nn.Module:

@@ -216,6 +216,9 @@ def choose_amp(recipe: Recipe, model: nn.Module, device: torch.device, log: Call
     chosen = torch.bfloat16 if bf16 < 0.9 * fp32 else None
     log(f"amp=auto on CPU: float32 {fp32:.2f}s vs bf16 {bf16:.2f}s for 3 steps (fastest of 3 rounds) "
         f"-> {'bf16' if chosen else 'float32'}")
+    if chosen is None and recipe.name == "cpu":  # its epochs fill half an hour in bf16, not in float32
+        log("this CPU trains faster in float32: the cpu recipe's epochs are set for native bf16; "
+            "--recipe cpu_float32 fits the same half hour in float32")
     return chosen
 
 

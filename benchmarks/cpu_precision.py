@@ -1,0 +1,114 @@
+"""Training speed of the ``cpu`` recipe's ViT in bf16 and in float32, side by side on one CPU.
+
+    python -m benchmarks.cpu_precision          # writes results/bench_cpu_precision.json
+
+The ``cpu`` recipe trains under bf16 autocast where the CPU has native bf16 (Intel AMX, AMD
+``avx512_bf16``).  A CPU without it runs float32, and the ``cpu_float32`` recipe gives that case
+as many epochs as fit the same half hour.  This benchmark measures what sets that number: full
+training steps (forward, backward, AdamW) of the recipe's model at its batch size, in three
+variants taken in rotation, one step each per round,
+
+- bf16 autocast, channels-last images (the ``cpu`` recipe on a CPU with native bf16);
+- float32, channels-last (the recipe's memory format, without autocast);
+- float32, contiguous (NCHW) images and weights (the other memory format oneDNN takes);
+
+and reports images per second (median over rounds), the per-round step-time ratio of each variant
+to the bf16 one (median and range), and the epochs of 45,000 training images each variant's
+steps alone would fit in 30 minutes.  A real epoch also pays for the validation pass, the data
+pipeline and Python, so the recipes' epoch counts come from full runs (chapter 07, section 7.9);
+the ratio is what carries over from one precision to the other.  The CPU's flags say whether
+its bf16 is native; where it is not, bf16 is emulated and its row shows how slow that is.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from course_utils.results import write_result
+from course_utils.training.recipes import RECIPES, build_model
+
+TRAIN_IMAGES, BUDGET_S = 45_000, 30 * 60
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+# name -> (autocast to bf16, channels-last memory format)
+VARIANTS = {"bf16, channels-last": (True, True), "float32, channels-last": (False, True),
+            "float32, contiguous": (False, False)}
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (Linux ``/proc/cpuinfo``; empty elsewhere)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    return set(line.partition(":")[2].split())
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out-dir", type=Path, default=None, help="write the result here instead of results/")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    recipe = RECIPES["cpu"]
+    batch = recipe.batch_size
+    models, optimizers, inputs = {}, {}, {}
+    for name, (_, channels_last) in VARIANTS.items():
+        torch.manual_seed(0)  # the same initial weights in every variant
+        model = build_model(dataclasses.replace(recipe))
+        fmt = torch.channels_last if channels_last else torch.contiguous_format
+        models[name] = model.to(memory_format=fmt)
+        optimizers[name] = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        inputs[name] = torch.randn(batch, 3, 32, 32, generator=torch.Generator().manual_seed(1)).contiguous(
+            memory_format=fmt)
+    y = torch.randint(0, 10, (batch,), generator=torch.Generator().manual_seed(2))
+
+    def step(name: str) -> float:
+        bf16 = VARIANTS[name][0]
+        start = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(models[name](inputs[name]).float(), y)
+        loss.backward()
+        optimizers[name].step()
+        optimizers[name].zero_grad(set_to_none=True)
+        return time.perf_counter() - start
+
+    for name in VARIANTS:  # warm-up: first steps allocate and pick kernels
+        step(name), step(name)
+    seconds: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    for r in range(args.rounds):
+        order = list(VARIANTS) if r % 2 == 0 else list(reversed(VARIANTS))  # no variant always runs first
+        for name in order:
+            seconds[name].append(step(name))
+    reference = next(iter(VARIANTS))
+    rows = {}
+    for name in VARIANTS:
+        per_s = batch / statistics.median(seconds[name])
+        ratios = [a / b for a, b in zip(seconds[name], seconds[reference])]
+        rows[name] = {"train_img_per_s": round(per_s, 1),
+                      "epochs_in_30_min": round(BUDGET_S * per_s / TRAIN_IMAGES, 1),
+                      "step_time_over_bf16": {"median": round(statistics.median(ratios), 3),
+                                              "min": round(min(ratios), 3), "max": round(max(ratios), 3)}}
+        r = rows[name]["step_time_over_bf16"]
+        print(f"{name:24s} {per_s:7.1f} img/s  {rows[name]['epochs_in_30_min']:5.1f} epochs in 30 min (steps only)  "
+              f"step time / bf16: {r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f})")
+    flags = cpu_flags()
+    native = sorted(f for f in NATIVE_BF16_FLAGS if f in flags)
+    print(f"native bf16 flags: {', '.join(native) or 'none (bf16 is emulated here)'}")
+    out = {"model_kwargs": recipe.model_kwargs, "batch_size": batch, "rounds": args.rounds,
+           "torch_threads": args.threads, "train_images": TRAIN_IMAGES, "native_bf16_flags": native,
+           "variants": rows}
+    path = write_result("bench_cpu_precision", out, dataset="synthetic random tensors", directory=args.out_dir)
+    print(f"written {path}")
+    return out
+
+
+if __name__ == "__main__":
+    main()
