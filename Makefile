@@ -12,7 +12,7 @@ NBGRADER := cd autograde && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/nb
 
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help venv book serve test lab execute bench notebook-times train-laptop train-cpu train-resnet train-gpu sweep sweep-cpu release collect autograde feedback grades clean
+.PHONY: help venv book serve test lab execute bench notebook-times train-laptop train-cpu train-cpu-float32 train-resnet train-gpu sweep sweep-cpu release collect autograde feedback grades clean
 
 help:
 	@echo "make book       build the book into _build/html (first run installs everything into $(VENV));"
@@ -23,6 +23,7 @@ help:
 	@echo "make release    regenerate notebooks/ from solutions/ (instructors, authors)"
 	@echo "make bench      run the benchmarks; they write results/bench_*.json"
 	@echo "make train-cpu  three seeds of the cpu recipe; time to 80%/85% per machine in results/bench_cpu_recipe.json"
+	@echo "make train-cpu-float32  the cpu recipe in float32 (CPUs without native bf16), two seeds; results/bench_cpu_recipe_float32.json"
 	@echo "make train-resnet  three seeds of the ResNet's own recipe, the same half hour each (after train-cpu, same machine)"
 	@echo "make train-gpu  the gpu recipe (chapter 08's course answer to question 1); writes results/ch08_vit_gpu.json"
 	@echo "make train-laptop  the laptop recipe chapter 07 compares a learner's ViT with"
@@ -92,6 +93,12 @@ train-laptop: $(STAMP)
 # time-to-accuracy table per machine (results/bench_cpu_recipe.json).
 train-cpu: $(STAMP)
 	$(PY) -m benchmarks.cpu_recipe --seeds 0 1 2
+
+# The same recipe in float32 for a CPU without native bf16 (fewer epochs, the same half hour), after
+# the side-by-side step benchmark of the two precisions (results/bench_cpu_precision.json).
+train-cpu-float32: $(STAMP)
+	$(PY) -m benchmarks.cpu_precision
+	$(PY) -m benchmarks.cpu_recipe --recipe cpu_float32 --seeds 0 1
 
 # Chapter 07's fair comparison: the ResNet with its own recipe (`resnet`: SGD, lr 0.1, weight decay
 # 5e-4), three seeds in the same half hour per seed as the ViT's, on the same machine; the table is

@@ -124,8 +124,8 @@ RECIPES: dict[str, Recipe] = {
 # same model and ingredients in float32 (channels-last, the faster memory format there by
 # benchmarks.cpu_precision), with as many epochs as fill the same half hour.  The count is the cpu
 # recipe's scaled by the ratio of float32 to bf16 time per epoch of whole runs on one machine
-# (chapter 07 prints it from the stored runs); the training-step benchmark alone overstates that
-# ratio, since a whole epoch also spends time outside the training steps.
+# (chapter 07 prints it from the stored runs), not by the step benchmark's, which times the
+# training steps alone and not the validation pass and data pipeline an epoch also holds.
 RECIPES["cpu_float32"] = dataclasses.replace(RECIPES["cpu"], name="cpu_float32", amp="none", epochs=23)
 
 
