@@ -24,12 +24,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
-import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
+from benchmarks.timing import in_rotation, train_step
 from course_utils.results import write_result
 from course_utils.training.recipes import RECIPES, build_model
 
@@ -70,23 +69,9 @@ def main(argv: list[str] | None = None) -> dict:
             memory_format=fmt)
     y = torch.randint(0, 10, (batch,), generator=torch.Generator().manual_seed(2))
 
-    def step(name: str) -> float:
-        bf16 = VARIANTS[name][0]
-        start = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = F.cross_entropy(models[name](inputs[name]).float(), y)
-        loss.backward()
-        optimizers[name].step()
-        optimizers[name].zero_grad(set_to_none=True)
-        return time.perf_counter() - start
-
-    for name in VARIANTS:  # warm-up: first steps allocate and pick kernels
-        step(name), step(name)
-    seconds: dict[str, list[float]] = {name: [] for name in VARIANTS}
-    for r in range(args.rounds):
-        order = list(VARIANTS) if r % 2 == 0 else list(reversed(VARIANTS))  # no variant always runs first
-        for name in order:
-            seconds[name].append(step(name))
+    steps = {name: (lambda n=name: train_step(models[n], optimizers[n], inputs[n], y, VARIANTS[n][0]))
+             for name in VARIANTS}
+    seconds = in_rotation(steps, args.rounds, alternate=True)  # no variant always runs first
     reference = next(iter(VARIANTS))
     rows = {}
     for name in VARIANTS:

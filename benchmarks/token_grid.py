@@ -17,12 +17,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
-import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
+from benchmarks.timing import in_rotation, train_step
 from course_utils.results import write_result
 from course_utils.training.recipes import RECIPES, build_model
 from course_utils.training.trainer import choose_amp
@@ -56,22 +55,9 @@ def main(argv: list[str] | None = None) -> None:
     y = torch.randint(0, 10, (recipe.batch_size,))
     optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-4) for name, (_, m) in built.items()}
 
-    def step(name: str) -> float:
-        model = built[name][1]
-        start = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp is not None):
-            loss = F.cross_entropy(model(x).float(), y)
-        loss.backward()
-        optimizers[name].step()
-        optimizers[name].zero_grad(set_to_none=True)
-        return time.perf_counter() - start
-
-    for name in built:  # warm-up: first steps allocate and pick kernels
-        step(name), step(name)
-    seconds: dict[str, list[float]] = {name: [] for name in built}
-    for _ in range(args.rounds):
-        for name in built:
-            seconds[name].append(step(name))
+    steps = {name: (lambda m=model, o=optimizers[name]: train_step(m, o, x, y, amp is not None))
+             for name, (_, model) in built.items()}
+    seconds = in_rotation(steps, args.rounds)
     coarse, fine = list(built)
     ratios = [a / b for a, b in zip(seconds[fine], seconds[coarse])]
     rows = {}
