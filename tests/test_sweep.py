@@ -113,13 +113,26 @@ def test_search_prunes_and_continues(tiny, tmp_path, monkeypatch):
     budget, split = tiny
     budget = dataclasses.replace(budget, base=dataclasses.replace(budget.base, epochs=3))
     monkeypatch.setattr("course_utils.results.RESULTS_DIR", tmp_path / "results")
-    first = sweep.search(budget, 2, None, log=lambda *_: None, split=split, root=tmp_path)
+    first = sweep.search(budget, 2, None, log=lambda *_: None, split=split, root=tmp_path, rerun_seeds=())
     assert len(first["trials"]) == 2
-    second = sweep.search(budget, 4, "t_search", log=lambda *_: None, split=split, root=tmp_path)
+    logs: list[str] = []
+    second = sweep.search(budget, 4, "t_search", log=logs.append, split=split, root=tmp_path, rerun_seeds=(1, 2))
     assert len(second["trials"]) == 4  # two more, not four: the study resumed from its SQLite file
     assert [t["params"] for t in second["trials"][:2]] == [t["params"] for t in first["trials"]]
     assert second["epochs_spent"] <= second["epochs_without_pruning"]
     assert {t["state"] for t in second["trials"]} <= {"COMPLETE", "PRUNED"}
+    # The first rung is never inside the warm-up, and pruned trials stopped exactly there.
+    assert second["first_rung"] >= math.ceil(budget.base.warmup_epochs) + 1
+    for t in second["trials"]:
+        if t["state"] == "PRUNED":
+            assert len(t["val_acc_by_epoch"]) == second["first_rung"], t
+    # The winner is trained again with fresh seeds, unpruned, and a second call reads those runs back.
+    best = second["best"]
+    assert set(best["reruns"]) == {"1", "2"} and all(0 <= v <= 1 for v in best["reruns"].values())
+    assert sum(line.startswith("== the best trial") for line in logs) == 2
+    logs.clear()
+    third = sweep.search(budget, 4, None, log=logs.append, split=split, root=tmp_path, rerun_seeds=(1, 2))
+    assert third["best"]["reruns"] == best["reruns"] and not logs
 
 
 def test_lr_range_test_finds_a_minimum_and_stops(tiny):

@@ -3,7 +3,7 @@
     python -m course_utils.cli.sweep list --budget mini                 # the variants of a budget
     python -m course_utils.cli.sweep lr-range --budget mini
     python -m course_utils.cli.sweep ablation --budget mini --seeds 0 1 2 --only baseline noam
-    python -m course_utils.cli.sweep search --budget mini --trials 24
+    python -m course_utils.cli.sweep search --budget mini --trials 30
 
 The budgets, variants and runs: ``training/sweep.py``.  Each writes ``results/ch08_<what>_<budget>.json``
 (``--result`` names another file).
@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adopt", nargs="+", default=[], metavar="VARIANT=RUN_DIR",
                         help="ablation: count a finished run with the same recipe as this variant's")
     parser.add_argument("--trials", type=int, default=24, help="search: total number of trials")
+    parser.add_argument("--rerun-seeds", type=int, nargs="*", default=[1, 2, 3],
+                        help="search: train the best trial again with these seeds (fresh, unpruned)")
     parser.add_argument("--result", default=None, help="result name (default ch08_<what>_<budget>)")
     args = parser.parse_args(argv)
     budget = BUDGETS[args.budget]
@@ -40,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         adopted = dict(item.split("=", 1) for item in args.adopt)
         ablation(budget, args.seeds, args.only, result, adopted=adopted)
     elif args.what == "search":
-        search(budget, args.trials, result)
+        search(budget, args.trials, result, rerun_seeds=tuple(args.rerun_seeds))
     else:
         top = list(variants(budget).values())[len(LADDER) - 1][2]
         out = lr_range_test(top, load_budget_data(budget))

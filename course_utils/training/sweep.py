@@ -345,15 +345,24 @@ def lr_range_test(recipe: Recipe, split: cdata.Split, *, min_lr: float = 1e-5, m
 
 
 def search(budget: Budget, trials: int, result: str | None, seed: int = 0, log: Callable[[str], None] = print,
-           split: cdata.Split | None = None, root: Path = SWEEP_DIR) -> dict:
+           split: cdata.Split | None = None, root: Path = SWEEP_DIR, rerun_seeds: tuple[int, ...] = (1, 2, 3)) -> dict:
     """Random search with successive-halving pruning (Optuna) over lr, weight decay, label
-    smoothing and dropout, starting from the ladder's last step; resumable (SQLite)."""
+    smoothing and dropout, starting from the ladder's last step; resumable (SQLite).
+
+    The best completed trial won among many draws, so its accuracy is biased upwards: its
+    settings are trained again, to the end, with each of ``rerun_seeds`` (fresh seeds, not the
+    trial's), and those runs are what the result compares with the ladder's top.
+    """
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     commit = code_version()
     top = list(variants(budget).values())[len(LADDER) - 1][2]
-    first_rung = math.ceil(top.warmup_epochs) + 1  # epochs
+    # One rung, at a third of the budget (Hyperband's smallest budget for reduction factor 3),
+    # and never before one epoch after the warm-up: while the lr still rises, a trial's accuracy
+    # says more about how fast its rate rises than about where it will end.  The best third of
+    # the trials at that rung go on to the end.
+    first_rung = max(math.ceil(top.warmup_epochs) + 1, math.ceil(top.epochs / 3))
     split = split if split is not None else load_budget_data(budget)
     root = Path(root) / budget.name / "search"
     root.mkdir(parents=True, exist_ok=True)
@@ -361,28 +370,27 @@ def search(budget: Budget, trials: int, result: str | None, seed: int = 0, log: 
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         storage = optuna.storages.RDBStorage(f"sqlite:///{root / 'study.db'}", heartbeat_interval=60, grace_period=120)
     study = optuna.create_study(
-        study_name=f"{budget.name}-search", storage=storage, load_if_exists=True, direction="maximize",
+        study_name=f"{budget.name}-search-r{first_rung}", storage=storage, load_if_exists=True, direction="maximize",
         sampler=optuna.samplers.RandomSampler(seed=seed),
-        # The first judgement comes one epoch after the warm-up ends: during the warm-up the lr is
-        # still rising, so a trial's accuracy there says more about its lr than about how it will
-        # end.  From that rung on, the best third of the trials continue at each rung (x3 epochs).
         pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=first_rung, reduction_factor=3))
+
+    def recipe_for(params: dict) -> Recipe:
+        return apply(top, {k: v for k, v in params.items() if k != "dropout"}
+                     | {"model_kwargs": {"dropout": params["dropout"]}}, f"{budget.name}/search")
 
     def objective(trial: optuna.Trial) -> float:
         params = {"lr": trial.suggest_float("lr", 2e-4, 5e-3, log=True),
                   "weight_decay": trial.suggest_float("weight_decay", 1e-3, 0.3, log=True),
                   "label_smoothing": trial.suggest_float("label_smoothing", 0.0, 0.2),
                   "dropout": trial.suggest_float("dropout", 0.0, 0.2)}
-        recipe = apply(top, {k: v for k, v in params.items() if k != "dropout"}
-                       | {"model_kwargs": {"dropout": params["dropout"]}}, f"{budget.name}/search")
 
         def report(record: dict) -> None:
             trial.report(record["val_acc"], record["epoch"])
             if trial.should_prune():
                 raise optuna.TrialPruned()
 
-        summary = train(recipe, root / f"trial{trial.number}", data=split, evaluate_test=False, on_epoch=report,
-                        log=log)
+        summary = train(recipe_for(params), root / f"trial{trial.number}", data=split, evaluate_test=False,
+                        on_epoch=report, log=log)
         return summary["best_val_acc"]
 
     done = sum(t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED) for t in study.trials)
@@ -393,13 +401,27 @@ def search(budget: Budget, trials: int, result: str | None, seed: int = 0, log: 
              "seconds": (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete else None}
             for t in study.trials]
     finished = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    reruns: dict[str, float] = {}
+    rerun_time = 0.0
+    if finished:
+        for k in rerun_seeds:  # the winner again, with fresh seeds and no pruning
+            run_dir = root / f"best_trial{study.best_trial.number}_seed{k}"
+            path = run_dir / "summary.json"
+            if not path.exists():
+                log(f"== the best trial ({study.best_trial.number}) again, seed {k}")
+                train(dataclasses.replace(recipe_for(study.best_params), seed=k), run_dir, data=split,
+                      evaluate_test=False, log=log)
+            summary = json.loads(path.read_text())
+            reruns[str(k)] = summary["best_val_acc"]
+            rerun_time += summary["train_time_s"]
     out = {"budget": budget.name, "budget_about": budget.about, "sampler": "random (seeded)",
-           "pruner": f"successive halving (first judged after epoch {first_rung}, one epoch after the warm-up; "
-                     "reduction factor 3)", "first_rung": first_rung, "trials": rows,
-           "best": ({"params": study.best_params, "val_acc": study.best_value} if finished else None),
+           "pruner": f"successive halving (one rung, after epoch {first_rung} of {top.epochs}: a third of the budget "
+                     f"and after the warm-up; the best third go on)", "first_rung": first_rung, "trials": rows,
+           "best": ({"number": study.best_trial.number, "params": study.best_params, "val_acc": study.best_value,
+                     "reruns": reruns} if finished else None),
            "epochs_spent": sum(len(t.intermediate_values) for t in study.trials),
            "epochs_without_pruning": len(study.trials) * top.epochs}
     if result:
         write_result(result, out, dataset=split.source, split="validation (5,000 images carved from the training set)",
-                     wall_time_s=sum(r["seconds"] or 0 for r in rows), git_commit=commit)
+                     wall_time_s=sum(r["seconds"] or 0 for r in rows) + rerun_time, git_commit=commit)
     return out
