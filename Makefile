@@ -113,10 +113,9 @@ train-gpu: $(STAMP)
 # Chapter 08's evidence (mini budget; interrupted runs resume; each run records its time).
 sweep: $(STAMP)
 	$(PY) -m course_utils.cli.sweep lr-range --budget mini
-	$(PY) -m course_utils.cli.sweep ablation --budget mini
-	$(PY) -m course_utils.cli.sweep ablation --budget mini --seeds 1 --only conv_tokenizer noam lr_half dropout
+	$(PY) -m course_utils.cli.sweep ablation --budget mini --seeds 0 1 2
 	$(PY) -m course_utils.cli.sweep ablation --budget small-data --only baseline schedule augment
-	$(PY) -m course_utils.cli.sweep search --budget mini --trials 8
+	$(PY) -m course_utils.cli.sweep search --budget mini --trials 30
 
 # chapter 08 at chapter 07's budget; seed 0 of the recipe is chapter 07's run
 sweep-cpu: $(STAMP)

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", default=None, help="ablation: these variants only")
     parser.add_argument("--adopt", nargs="+", default=[], metavar="VARIANT=RUN_DIR",
                         help="ablation: count a finished run with the same recipe as this variant's")
-    parser.add_argument("--trials", type=int, default=24, help="search: total number of trials")
+    parser.add_argument("--trials", type=int, default=30, help="search: total number of trials")
     parser.add_argument("--rerun-seeds", type=int, nargs="*", default=[1, 2, 3],
                         help="search: train the best trial again with these seeds (fresh, unpruned)")
     parser.add_argument("--result", default=None, help="result name (default ch08_<what>_<budget>)")

@@ -358,7 +358,7 @@ def search(budget: Budget, trials: int, result: str | None, seed: int = 0, log: 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     commit = code_version()
     top = list(variants(budget).values())[len(LADDER) - 1][2]
-    # One rung, at a third of the budget (Hyperband's smallest budget for reduction factor 3),
+    # One rung, at a third of the budget (the next, at three times that, would lie beyond the end),
     # and never before one epoch after the warm-up: while the lr still rises, a trial's accuracy
     # says more about how fast its rate rises than about where it will end.  The best third of
     # the trials at that rung go on to the end.
