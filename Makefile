@@ -120,8 +120,8 @@ sweep: $(STAMP)
 # chapter 08 at chapter 07's budget; seed 0 of the recipe is chapter 07's run
 sweep-cpu: $(STAMP)
 	$(PY) -m course_utils.cli.sweep ablation --budget cpu --only no_augment noam --adopt conv_tokenizer=runs/ch07_vit_cpu
-	$(PY) -m course_utils.cli.sweep ablation --budget cpu --only conv_tokenizer --seeds 1
-	$(PY) -m course_utils.cli.sweep ablation --budget cpu --only noam --seeds 1
+	$(PY) -m course_utils.cli.sweep ablation --budget cpu --only conv_tokenizer --seeds 1 2
+	$(PY) -m course_utils.cli.sweep ablation --budget cpu --only no_augment noam --seeds 1 2
 
 # ---------------------------------------------------------------- instructors (nbgrader)
 release: $(STAMP)
