@@ -121,8 +121,10 @@ def test_search_prunes_and_continues(tiny, tmp_path, monkeypatch):
     assert [t["params"] for t in second["trials"][:2]] == [t["params"] for t in first["trials"]]
     assert second["epochs_spent"] <= second["epochs_without_pruning"]
     assert {t["state"] for t in second["trials"]} <= {"COMPLETE", "PRUNED"}
-    # The first rung is never inside the warm-up, and pruned trials stopped exactly there.
-    assert second["first_rung"] >= math.ceil(budget.base.warmup_epochs) + 1
+    # The first rung is never inside the warm-up of the recipe searched (the ladder's top), and
+    # pruned trials stopped exactly there.
+    top = list(sweep.variants(budget).values())[len(sweep.LADDER) - 1][2]
+    assert top.warmup_epochs > 0 and second["first_rung"] >= math.ceil(top.warmup_epochs) + 1
     for t in second["trials"]:
         if t["state"] == "PRUNED":
             assert len(t["val_acc_by_epoch"]) == second["first_rung"], t
