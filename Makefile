@@ -23,7 +23,7 @@ help:
 	@echo "make release    regenerate notebooks/ from solutions/ (instructors, authors)"
 	@echo "make bench      run the benchmarks; they write results/bench_*.json"
 	@echo "make train-cpu  three seeds of the cpu recipe; time to 80%/85% per machine in results/bench_cpu_recipe.json"
-	@echo "make train-cpu-float32  the cpu recipe in float32 (CPUs without native bf16), two seeds; results/bench_cpu_recipe_float32.json"
+	@echo "make train-cpu-float32  the cpu recipe in float32 (CPUs without native bf16), three seeds; results/bench_cpu_recipe_float32.json"
 	@echo "make train-resnet  three seeds of the ResNet's own recipe, the same half hour each (after train-cpu, same machine)"
 	@echo "make train-gpu  the gpu recipe (chapter 08's course answer to question 1); writes results/ch08_vit_gpu.json"
 	@echo "make train-laptop  the laptop recipe chapter 07 compares a learner's ViT with"
@@ -98,7 +98,7 @@ train-cpu: $(STAMP)
 # the side-by-side step benchmark of the two precisions (results/bench_cpu_precision.json).
 train-cpu-float32: $(STAMP)
 	$(PY) -m benchmarks.cpu_precision
-	$(PY) -m benchmarks.cpu_recipe --recipe cpu_float32 --seeds 0 1
+	$(PY) -m benchmarks.cpu_recipe --recipe cpu_float32 --seeds 0 1 2
 
 # Chapter 07's fair comparison: the ResNet with its own recipe (`resnet`: SGD, lr 0.1, weight decay
 # 5e-4), three seeds in the same half hour per seed as the ViT's, on the same machine; the table is
