@@ -40,6 +40,9 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 c.Execute.timeout = int(os.environ.get("COURSE_CELL_TIMEOUT", "60"))
 c.Execute.interrupt_on_timeout = True
 c.Execute.kernel_name = "python3"
+# A kernel's start-up (no learner code runs in it) may take long on a machine busy with other
+# graders: wait up to 120 s (nbclient's default is 60) before the grader retries the start once.
+c.Execute.startup_timeout = int(os.environ.get("COURSE_KERNEL_STARTUP_TIMEOUT", "120"))
 
 # What an answer prints to stderr (warnings, logging, progress bars) never costs points:
 # nbgrader scores a test cell with any stderr output as 0, so autograde drops every stderr

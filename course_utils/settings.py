@@ -10,6 +10,7 @@
 | ``COURSE_CIFAR10`` | unset | a CIFAR-10 copy to use: torchvision's format, an image folder, or a ``.tar.gz`` of one |
 | ``COURSE_RESULTS_DIR`` | the checkout's ``results/``, else the installed copy | where result files are read and written |
 | ``COURSE_CELL_TIMEOUT`` | ``60`` | seconds a notebook cell may run while graded |
+| ``COURSE_KERNEL_STARTUP_TIMEOUT`` | ``120`` | seconds a grading kernel may take to start before the grader starts it once more |
 | ``COURSE_DB_URL`` | SQLite in ``autograde/`` | the gradebook's database URL (e.g. PostgreSQL for parallel graders) |
 | ``COURSE_KERNEL_MEM_LIMIT`` | set by the grader | bytes of memory a grading kernel may use (the grader sets it per kernel) |
 | ``COURSE_FORKSERVER`` | set by the grader | the socket of the grading worker's fork server (warm kernels); unset: plain kernels |
@@ -37,6 +38,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("COURSE_CIFAR10", None, "a CIFAR-10 copy: torchvision format, image folder, or .tar.gz"),
     Setting("COURSE_RESULTS_DIR", None, "result files (default: the checkout's results/, else the installed copy)"),
     Setting("COURSE_CELL_TIMEOUT", "60", "seconds a notebook cell may run while graded"),
+    Setting("COURSE_KERNEL_STARTUP_TIMEOUT", "120", "seconds a grading kernel may take to start (then one retry)"),
     Setting("COURSE_DB_URL", None, "gradebook database URL (default: SQLite in autograde/)"),
     Setting("COURSE_KERNEL_MEM_LIMIT", None, "bytes a grading kernel may use (set by the grader)"),
     Setting("COURSE_FORKSERVER", None, "socket of a grading worker's fork server (set by the grader)"),

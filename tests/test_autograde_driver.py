@@ -3,7 +3,8 @@
 - JOBS=2 gives exactly the scores of JOBS=1 on a shared SQLite gradebook (no lock errors);
 - a second run grades only the submissions that changed;
 - a submission that asks for too much memory, holds too much, kills its kernel or runs too
-  long is recorded with the reason, and everyone else is still graded.
+  long is recorded with the reason, and everyone else is still graded;
+- a kernel that never started (no learner code ran) is the machine's fault: it is started once more.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 
-from course_utils.grading.autograde import grade, parse_size
+from course_utils.grading.autograde import _environ, _kernel_never_started, grade, load_config, parse_size
 from tests.conftest import nbgrader
 from tests.helpers import ROOT
 from tests.mutations import MUTATIONS
@@ -75,6 +76,34 @@ def test_parse_size():
     assert parse_size("0") is None
     with pytest.raises(ValueError, match="3G"):
         parse_size("three gigs")
+
+
+# The end of a real student log: the kernel gave no answer within nbclient's start-up limit while
+# two graders shared two cores with other work; no cell of the submission had run.
+_NO_START_LOG = """\
+[INFO] Converting notebook /course/autograde/autograded/loop/02_self_attention/02_self_attention.ipynb
+[ERROR] Error occurred while starting new kernel client for kernel 151f6eac: Kernel didn't respond in 60 seconds
+[ERROR] There was an error processing assignment: /course/autograde/submitted/loop/02_self_attention
+RuntimeError: Kernel didn't respond in 60 seconds
+"""
+
+
+def test_a_kernel_that_never_started_is_the_machines_fault():
+    error = "RuntimeError: Kernel didn't respond in 60 seconds"
+    assert _kernel_never_started(error, _NO_START_LOG, cell_reached=False, watchdog_reason=None)
+    assert _kernel_never_started("DeadKernelError: Kernel died", "DeadKernelError: Kernel died", False, None)
+    # Once a cell of the submission ran, or a limit stopped it, the failure is the submission's.
+    assert not _kernel_never_started(error, _NO_START_LOG, cell_reached=True, watchdog_reason=None)
+    assert not _kernel_never_started(error, _NO_START_LOG, False, "used more than 3.0 GiB of memory")
+    assert not _kernel_never_started(None, _NO_START_LOG, False, None)
+    assert not _kernel_never_started("CellExecutionError: NameError", "NameError: name 'x' is not defined", False, None)
+
+
+def test_the_kernel_start_up_limit_is_configurable(small_course):
+    root = small_course / "autograde"
+    assert load_config(root).Execute.startup_timeout == 120
+    with _environ({"COURSE_KERNEL_STARTUP_TIMEOUT": "7"}):
+        assert load_config(root).Execute.startup_timeout == 7
 
 
 @pytest.mark.slow

@@ -304,6 +304,15 @@ def _worker(assignment_id: str, root: Path, mem_limit: int | None, time_limit: f
             shutil.rmtree(os.path.dirname(zygote.path), ignore_errors=True)
 
 
+def _kernel_never_started(error: str | None, log_text: str, cell_reached: bool, watchdog_reason: str | None) -> bool:
+    """Whether a failed grading failed before any of the submission's cells ran: its kernel died
+    while starting or gave no answer within nbclient's start-up limit (``log_text``: the
+    student's nbgrader log).  Such a failure is the machine's, never the learner's."""
+    if not error or cell_reached or watchdog_reason:
+        return False
+    return any(sign in log_text for sign in ("DeadKernelError", "Kernel died", "Kernel didn't respond"))
+
+
 def _grade_students(assignment_id: str, root: Path, mem_limit: int | None, time_limit: float,
                     zygote_pid: int | None) -> None:
     import logging
@@ -358,12 +367,13 @@ def _grade_students(assignment_id: str, root: Path, mem_limit: int | None, time_
                 handler.close()
             text = buffer.read_text(errors="replace")
             died = bool(error) and ("DeadKernelError" in text or "Kernel died" in text)
+            no_start = _kernel_never_started(error, text, "cell" in _CURRENT, watchdog.reason)
             # SQLite gave up waiting for its lock (very busy disk): grade the student again.
             if error and "database is locked" in text and attempt == 1:
                 continue
-            # A kernel that died before its first cell ran died of the machine (a start under
-            # heavy load), not of the submission: no learner code had run.  Start it once more.
-            if died and attempt == 1 and "cell" not in _CURRENT and not watchdog.reason:
+            # No learner code had run: the machine failed (a start under heavy load), not the
+            # submission.  Start the kernel once more.
+            if no_start and attempt == 1:
                 continue
             break
 
@@ -377,9 +387,10 @@ def _grade_students(assignment_id: str, root: Path, mem_limit: int | None, time_
             where = _CURRENT.get("cell", "its first cell")
             if watchdog.reason:
                 reason = f"{watchdog.reason} (in {where})"
-            elif died and "cell" not in _CURRENT:
-                reason = ("the kernel died twice while starting, before any cell ran (the machine, "
-                          "not the submission: check its memory and load, then grade this student again)")
+            elif no_start:
+                reason = ("the kernel failed to start twice (it died or gave no answer within the start-up "
+                          "limit, Execute.startup_timeout), before any cell ran: the machine, not the "
+                          "submission; check its memory and load, then grade this student again")
             elif died:
                 reason = (f"the kernel died while running {where} (the code exits Python, kills "
                           f"its own process, or crashed it); nothing after that cell ran")
