@@ -304,13 +304,18 @@ def _worker(assignment_id: str, root: Path, mem_limit: int | None, time_limit: f
             shutil.rmtree(os.path.dirname(zygote.path), ignore_errors=True)
 
 
+def _kernel_died(log_text: str) -> bool:
+    """Whether the student's nbgrader log (``log_text``) says that its kernel died."""
+    return "DeadKernelError" in log_text or "Kernel died" in log_text
+
+
 def _kernel_never_started(error: str | None, log_text: str, cell_reached: bool, watchdog_reason: str | None) -> bool:
     """Whether a failed grading failed before any of the submission's cells ran: its kernel died
     while starting or gave no answer within nbclient's start-up limit (``log_text``: the
     student's nbgrader log).  Such a failure is the machine's, never the learner's."""
     if not error or cell_reached or watchdog_reason:
         return False
-    return any(sign in log_text for sign in ("DeadKernelError", "Kernel died", "Kernel didn't respond"))
+    return _kernel_died(log_text) or "Kernel didn't respond" in log_text
 
 
 def _grade_students(assignment_id: str, root: Path, mem_limit: int | None, time_limit: float,
@@ -366,7 +371,7 @@ def _grade_students(assignment_id: str, root: Path, mem_limit: int | None, time_
                 log.removeHandler(handler)
                 handler.close()
             text = buffer.read_text(errors="replace")
-            died = bool(error) and ("DeadKernelError" in text or "Kernel died" in text)
+            died = bool(error) and _kernel_died(text)
             no_start = _kernel_never_started(error, text, "cell" in _CURRENT, watchdog.reason)
             # SQLite gave up waiting for its lock (very busy disk): grade the student again.
             if error and "database is locked" in text and attempt == 1:

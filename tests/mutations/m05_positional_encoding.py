@@ -28,6 +28,11 @@ MUTATIONS = [
              "pe = torch.cat([torch.sin(angle), torch.cos(angle)], dim=-1)"),
     Mutation("sinusoidal_encoding", "base-ignored",
              "angle = position / base ** (two_i / d_model)", "angle = position / 10000.0 ** (two_i / d_model)"),
+    Mutation("sinusoidal_encoding", "sin-positions-from-1",
+             "position = torch.arange(num_positions, dtype=torch.float64)[:, None]",
+             "position = torch.arange(1, num_positions + 1, dtype=torch.float64)[:, None]"),
+    Mutation("sinusoidal_encoding", "sin-angle-multiplied",
+             "angle = position / base ** (two_i / d_model)", "angle = position * base ** (-two_i / d_model) * base"),
     # LearnedPositionalEmbedding
     Mutation("LearnedPositionalEmbedding", "learned-not-trainable-buffer",
              "self.weight = nn.Parameter(0.02 * torch.randn(num_positions, d_model))",
@@ -47,6 +52,8 @@ MUTATIONS = [
              "        return x + positions"),
     Mutation("LearnedPositionalEmbedding", "learned-adds-whole-table",
              "return x + self.weight[:n]", "return x + self.weight[:n].sum(0)"),
+    Mutation("LearnedPositionalEmbedding", "learned-always-adds-batch-axis",
+             "return x + self.weight[:n]", "return x + self.weight[:n].unsqueeze(0)  # (1, n, d): wrong for x (n, d)"),
 ]
 
 _SIN_BODY = """    position = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
@@ -113,4 +120,16 @@ VARIANTS = [
         positions = torch.arange(x.shape[-2], device=x.device)
         return x + self.table(positions)
 """),
+    Mutation("sinusoidal_encoding", "sin-numpy", _SIN_BODY, """    import numpy as np
+    pos = np.arange(num_positions)[:, np.newaxis]
+    i = np.arange(d_model)[np.newaxis, :]
+    angle_rates = 1 / np.power(base, (2 * (i // 2)) / np.float32(d_model))
+    angles = pos * angle_rates
+    angles[:, 0::2] = np.sin(angles[:, 0::2])
+    angles[:, 1::2] = np.cos(angles[:, 1::2])
+    return torch.from_numpy(angles)"""),
+    Mutation("LearnedPositionalEmbedding", "learned-index-select", "return x + self.weight[:n]",
+             "idx = torch.arange(n, device=x.device)\n        return x + self.weight.index_select(0, idx)"),
+    Mutation("LearnedPositionalEmbedding", "learned-expand-as", "return x + self.weight[:n]",
+             "return torch.add(x, self.weight[:n].expand_as(x))"),
 ]

@@ -15,6 +15,8 @@ MUTATIONS = [
     # positions created on the CPU: fails for lengths on another device
     Mutation("padding_mask", "padding-arange-on-cpu",
              "torch.arange(max_len, device=lengths.device)", "torch.arange(max_len)"),
+    Mutation("padding_mask", "padding-returns-long",
+             "positions[None, :] < lengths[:, None]", "(positions[None, :] < lengths[:, None]).long()"),
     # causal_mask
     Mutation("causal_mask", "causal-diagonal-blocked",
              "index[None, :] <= index[:, None]", "index[None, :] < index[:, None]"),
@@ -22,9 +24,14 @@ MUTATIONS = [
              "index[None, :] <= index[:, None]", "index[None, :] <= index[:, None] + 1"),
     Mutation("causal_mask", "causal-upper-triangle",
              "index[None, :] <= index[:, None]", "index[None, :] >= index[:, None]"),
+    Mutation("causal_mask", "causal-float-tril", "index = torch.arange(n)\n    return index[None, :] <= index[:, None]",
+             "return torch.tril(torch.ones(n, n))  # float 1/0, not bool"),
     # masked_softmax
     Mutation("masked_softmax", "softmax-nan-for-empty-rows",
              "lowest = torch.finfo(scores.dtype).min", 'lowest = float("-inf")'),
+    Mutation("masked_softmax", "softmax-multiplies-scores-by-mask", None, '''def masked_softmax(scores, mask, dim=-1):
+    return torch.softmax(scores * mask, dim=dim)  # blocked scores become 0, not excluded
+'''),
     Mutation("masked_softmax", "softmax-uniform-empty-rows",
              "    e = e * mask", "    e = e"),
     Mutation("masked_softmax", "softmax-inverted-mask",
@@ -95,6 +102,24 @@ MUTATIONS = [
 ]
 
 VARIANTS = [
+    Mutation("padding_mask", "padding-le-length-minus-one", None, '''def padding_mask(lengths, max_len):
+    last = lengths.long() - 1                      # index of each sequence's last real token
+    return torch.arange(max_len, device=lengths.device).unsqueeze(0) <= last.unsqueeze(1)
+'''),
+    Mutation("causal_mask", "causal-ge-unsqueeze", None, '''def causal_mask(n):
+    i = torch.arange(n)
+    return i.unsqueeze(1) >= i.unsqueeze(0)   # query row i sees keys j <= i
+'''),
+    Mutation("masked_softmax", "softmax-inf-fill-then-any", None, '''def masked_softmax(scores, mask, dim=-1):
+    filled = scores.masked_fill(~mask, float("-inf"))
+    empty = ~mask.any(dim=dim, keepdim=True)          # rows with nothing allowed
+    filled = filled.masked_fill(empty, 0.0)            # softmax of zeros, zeroed below: no NaN
+    return torch.softmax(filled, dim=dim) * mask
+'''),
+    Mutation("combined_mask", "combined-logical-and", None, '''def combined_mask(lengths, max_len):
+    keys = padding_mask(lengths, max_len).unsqueeze(1).unsqueeze(2)
+    return torch.logical_and(keys, causal_mask(max_len).to(keys.device))
+'''),
     Mutation("padding_mask", "padding-expand-unsqueeze", None, '''def padding_mask(lengths, max_len):
     steps = torch.arange(max_len, device=lengths.device).expand(lengths.shape[0], max_len)
     return steps < lengths.unsqueeze(1)
