@@ -1,16 +1,21 @@
 """Training speed of the ``cpu`` recipe's ViT in bf16 and in float32, side by side on one CPU.
 
     python -m benchmarks.cpu_precision          # writes results/bench_cpu_precision.json
+    python -m benchmarks.cpu_precision --no-compile   # the three eager variants only
 
 The ``cpu`` recipe trains under bf16 autocast where the CPU has native bf16 (Intel AMX, AMD
 ``avx512_bf16``).  A CPU without it runs float32, and the ``cpu_float32`` recipe gives that case
 as many epochs as fit the same half hour.  This benchmark measures what sets that number: full
-training steps (forward, backward, AdamW) of the recipe's model at its batch size, in three
+training steps (forward, backward, AdamW) of the recipe's model at its batch size, in five
 variants taken in rotation, one step each per round,
 
 - bf16 autocast, channels-last images (the ``cpu`` recipe on a CPU with native bf16);
 - float32, channels-last (the recipe's memory format, without autocast);
 - float32, contiguous (NCHW) images and weights (the other memory format oneDNN takes);
+- bf16 and float32, channels-last, each through ``torch.compile`` (the recipes' ``compile`` switch),
+  which also records the seconds its first step spends compiling (with no cache, as a first run
+  pays them) and each step's time against the same precision without compiling (``--no-compile``
+  leaves these two out, e.g. where no C++ compiler is installed);
 
 and reports images per second (median over rounds), the per-round step-time ratio of each variant
 to the bf16 one (median and range), and the epochs of 45,000 training images each variant's
@@ -37,6 +42,8 @@ NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 # name -> (autocast to bf16, channels-last memory format)
 VARIANTS = {"bf16, channels-last": (True, True), "float32, channels-last": (False, True),
             "float32, contiguous": (False, False)}
+# the same through torch.compile (Inductor): name -> (autocast to bf16, channels-last)
+COMPILED = {"bf16, channels-last, compiled": (True, True), "float32, channels-last, compiled": (False, True)}
 
 
 def cpu_flags() -> set[str]:
@@ -53,37 +60,56 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile variants")
     parser.add_argument("--out-dir", type=Path, default=None, help="write the result here instead of results/")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     recipe = RECIPES["cpu"]
     batch = recipe.batch_size
+    variants = VARIANTS if args.no_compile else {**VARIANTS, **COMPILED}
     models, optimizers, inputs = {}, {}, {}
-    for name, (_, channels_last) in VARIANTS.items():
+    for name, (_, channels_last) in variants.items():
         torch.manual_seed(0)  # the same initial weights in every variant
         model = build_model(dataclasses.replace(recipe))
         fmt = torch.channels_last if channels_last else torch.contiguous_format
-        models[name] = model.to(memory_format=fmt)
+        model = model.to(memory_format=fmt)
         optimizers[name] = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        models[name] = torch.compile(model) if name in COMPILED else model
         inputs[name] = torch.randn(batch, 3, 32, 32, generator=torch.Generator().manual_seed(1)).contiguous(
             memory_format=fmt)
     y = torch.randint(0, 10, (batch,), generator=torch.Generator().manual_seed(2))
 
-    steps = {name: (lambda n=name: train_step(models[n], optimizers[n], inputs[n], y, VARIANTS[n][0]))
-             for name in VARIANTS}
+    steps = {name: (lambda n=name: train_step(models[n], optimizers[n], inputs[n], y, variants[n][0]))
+             for name in variants}
+    # A compiled model compiles during its first step: a one-off cost a run pays on top of its steps.
+    # Timed cold, as a learner's first run pays it (a warm on-disk cache would make it seconds).
+    if not args.no_compile:
+        from torch._inductor import config as inductor_config
+
+        inductor_config.force_disable_caches = True
+    compile_s = {name: round(steps[name](), 1) for name in COMPILED if name in variants}
     seconds = in_rotation(steps, args.rounds, alternate=True)  # no variant always runs first
     reference = next(iter(VARIANTS))
     rows = {}
-    for name in VARIANTS:
+    for name in variants:
         per_s = batch / statistics.median(seconds[name])
         ratios = [a / b for a, b in zip(seconds[name], seconds[reference])]
         rows[name] = {"train_img_per_s": round(per_s, 1),
                       "epochs_in_30_min": round(BUDGET_S * per_s / TRAIN_IMAGES, 1),
                       "step_time_over_bf16": {"median": round(statistics.median(ratios), 3),
                                               "min": round(min(ratios), 3), "max": round(max(ratios), 3)}}
+        if name in compile_s:  # against the same precision without torch.compile, round by round
+            eager = name.removesuffix(", compiled")
+            own = [a / b for a, b in zip(seconds[name], seconds[eager])]
+            rows[name]["first_step_s"] = compile_s[name]
+            rows[name]["step_time_over_eager"] = {"median": round(statistics.median(own), 3),
+                                                  "min": round(min(own), 3), "max": round(max(own), 3)}
         r = rows[name]["step_time_over_bf16"]
-        print(f"{name:24s} {per_s:7.1f} img/s  {rows[name]['epochs_in_30_min']:5.1f} epochs in 30 min (steps only)  "
-              f"step time / bf16: {r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f})")
+        print(f"{name:33s} {per_s:7.1f} img/s  {rows[name]['epochs_in_30_min']:5.1f} epochs in 30 min (steps only)  "
+              f"step time / bf16: {r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f})"
+              + (f"; / {name.removesuffix(', compiled')}: {rows[name]['step_time_over_eager']['median']:.2f} "
+                 f"(range {rows[name]['step_time_over_eager']['min']:.2f}-{rows[name]['step_time_over_eager']['max']:.2f}), "
+                 f"first step (compiling) {compile_s[name]:.0f} s" if name in compile_s else ""))
     flags = cpu_flags()
     native = sorted(f for f in NATIVE_BF16_FLAGS if f in flags)
     print(f"native bf16 flags: {', '.join(native) or 'none (bf16 is emulated here)'}")

@@ -72,7 +72,8 @@ RECIPES: dict[str, Recipe] = {
     # A finer grid (patch 4: 64 tokens) costs more per image (attention and the MLPs run on 4x the
     # tokens), so fewer epochs fit in the half hour.  Evaluation averages each image with its mirror.
     # The epoch count fills the half hour on such a machine when nothing else runs (the stored runs
-    # record each epoch's time; torch.compile measured slower there, so it is off).
+    # record each epoch's time).  torch.compile is off: it does not make the steps faster on such a
+    # machine, in bf16 or float32 (results/bench_cpu_precision.json), and compiling costs the first step.
     "cpu": Recipe(
         name="cpu",
         model_kwargs=dict(CIFAR_VIT, patch_size=8, dim=192, depth=4, num_heads=3, mlp_dim=384,

@@ -90,6 +90,21 @@ def label_smoothing_cross_entropy(logits, targets, epsilon):
     Mutation("mixup_batch", "mixup-images-flipped-batch", _XMIX, "x_mixed = lam * x + (1 - lam) * x.flip(0)"),
     Mutation("mixup_batch", "mixup-images-own-permutation", _XMIX,
              "x_mixed = lam * x + (1 - lam) * x[torch.randperm(x.shape[0], device=x.device)]"),
+    Mutation("noam_lr", "noam-step-plus-one", _NOAM,
+             "step = step + 1  # as if steps counted from 0\n    " + _NOAM),
+    Mutation("label_smoothing_cross_entropy", "smoothing-kl-div", None, '''def label_smoothing_cross_entropy(logits, targets, epsilon):
+    k = logits.shape[-1]
+    target = torch.full_like(logits, epsilon / k).scatter(-1, targets.unsqueeze(-1), 1 - epsilon + epsilon / k)
+    # KL(target || p): the cross-entropy minus the targets' entropy, a different number
+    return F.kl_div(F.log_softmax(logits, dim=-1), target, reduction="batchmean")
+'''),
+    Mutation("warmup_cosine_lr", "warmup-cosine-to-base-over-ten", None, '''def warmup_cosine_lr(step, total_steps, warmup_steps, base_lr):
+    if step < warmup_steps:
+        return base_lr * step / warmup_steps
+    progress = (step - warmup_steps) / (total_steps - warmup_steps)
+    min_lr = 0.1 * base_lr  # a floor, as some libraries add
+    return min_lr + (base_lr - min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
+'''),
 ]
 
 VARIANTS = [
@@ -237,5 +252,19 @@ def mixup_batch(x, y_onehot, lam, perm):
     y_mixed += (1 - lam) * y_onehot[perm]
     print("mixed a batch of", x.shape[0], "with lam", lam)
     return x_mixed, y_mixed
+'''),
+    Mutation("noam_lr", "noam-divides-by-warmup", _NOAM,
+             "return min(step ** -0.5, step / warmup_steps ** 1.5) / math.sqrt(d_model)"),
+    Mutation("label_smoothing_cross_entropy", "smoothing-mixture-of-two-losses", None, '''def label_smoothing_cross_entropy(logits, targets, epsilon):
+    log_p = torch.log_softmax(logits.double(), dim=1)
+    nll = -log_p.gather(1, targets.view(-1, 1)).squeeze(1)   # the hard label's loss
+    uniform = -log_p.mean(dim=1)                              # the uniform target's loss
+    return ((1 - epsilon) * nll + epsilon * uniform).mean().to(logits.dtype)
+'''),
+    Mutation("mixup_batch", "mixup-torch-lerp-tuple-list", None, '''def mixup_batch(x, y_onehot, lam, perm):
+    out = []
+    for t in (x, y_onehot):
+        out.append(torch.lerp(t[perm], t, lam))  # t[perm] + lam * (t - t[perm])
+    return tuple(out)
 '''),
 ]
