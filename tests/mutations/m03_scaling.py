@@ -18,6 +18,9 @@ MUTATIONS = [
     # scaled_dot_product_attention
     Mutation("scaled_dot_product_attention", "sdpa-no-scale",
              "scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)", "scores = q @ k.transpose(-2, -1)"),
+    Mutation("scaled_dot_product_attention", "sdpa-scale-by-d_v", "d_k = q.shape[-1]", "d_k = v.shape[-1]"),
+    Mutation("scaled_dot_product_attention", "sdpa-blocked-scores-zero",
+             'scores = scores.masked_fill(~mask, float("-inf"))', "scores = scores.masked_fill(~mask, 0.0)"),
     Mutation("scaled_dot_product_attention", "sdpa-scale-by-d_k",
              "scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)", "scores = q @ k.transpose(-2, -1) / d_k"),
     Mutation("scaled_dot_product_attention", "sdpa-scale-by-sqrt-d_v", "d_k = q.shape[-1]", "d_k = v.shape[-1]"),
@@ -124,6 +127,15 @@ MUTATIONS = [
 ]
 
 VARIANTS = [
+    Mutation("scaled_dot_product_attention", "sdpa-scaled-query-where-softmax-method", None, '''def scaled_dot_product_attention(q, k, v, mask=None):
+    q = q * q.size(-1) ** -0.5                       # scale the queries, not the scores
+    scores = torch.einsum("...md,...nd->...mn", q, k)
+    if mask is not None:
+        scores = torch.where(mask, scores, torch.tensor(float("-inf"), device=scores.device))
+    weights = scores.softmax(-1)
+    weights = torch.where(torch.isnan(weights), torch.zeros_like(weights), weights)
+    return torch.matmul(weights, v), weights
+'''),
     # scaled_dot_product_attention
     Mutation("scaled_dot_product_attention", "sdpa-where-and-zero-empty-rows", None, '''def scaled_dot_product_attention(q, k, v, mask=None):
     scores = torch.einsum("...md,...nd->...mn", q, k) / q.shape[-1] ** 0.5
