@@ -60,6 +60,14 @@ MUTATIONS = [
     Mutation("ViT", "vit-blocks-in-python-list",
              "self.blocks = nn.ModuleList([EncoderBlock(dim, num_heads, mlp_dim, dropout) for _ in range(depth)])",
              "self.blocks = [EncoderBlock(dim, num_heads, mlp_dim, dropout) for _ in range(depth)]"),
+    Mutation("patchify", "patchify-strided-grouping", None, '''def patchify(images, patch_size):
+    from einops import rearrange
+    # (p1 h) instead of (h p1): each "patch" gathers every (H/P)-th pixel, not a P x P block
+    return rearrange(images, "b c (p1 h) (p2 w) -> b (h w) (p1 p2 c)", p1=patch_size, p2=patch_size)
+'''),
+    Mutation("ViT", "vit-position-embedding-summed", _CAT,
+             "x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)\n"
+             "        x = x + self.pos_embed[:, : x.shape[1] - 1].sum(1, keepdim=True)  # one vector for every position"),
 ]
 
 # ------------------------------------------------------------------ more mistakes
@@ -219,5 +227,17 @@ VARIANTS = [
         for block in self.blocks:
             x = block(x)
         return self.head(self.norm(x)[:, 0])
+'''),
+    Mutation("ViT", "vit-einops-repeat-cls-hstack", _CAT,
+             "from einops import repeat\n"
+             "        cls = repeat(self.cls_token, '1 1 d -> b 1 d', b=x.size(0))\n"
+             "        x = torch.cat((cls, x), 1)\n"
+             "        x = x + self.pos_embed[:, : x.size(1)]"),
+    Mutation("patchify", "patchify-unfold-tensor-method", None, '''def patchify(images, patch_size):
+    b, c, h, w = images.shape
+    p = patch_size
+    t = images.unfold(2, p, p).unfold(3, p, p)            # (b, c, h/p, w/p, p, p)
+    t = t.permute(0, 2, 3, 4, 5, 1).contiguous()         # (b, h/p, w/p, p1, p2, c)
+    return t.view(b, -1, p * p * c)
 '''),
 ]
