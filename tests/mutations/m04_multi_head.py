@@ -74,6 +74,12 @@ MUTATIONS = [
              "weights = torch.softmax(self.dropout(scores), dim=-1)"),
     Mutation("MultiHeadAttention", "mha-returns-dropped-weights", _DROP,
              "weights = self.dropout(weights)\n        out = weights @ v"),
+    Mutation("MultiHeadAttention", "mha-keys-values-through-w_q", _PROJECT,
+             """        q = split_heads(self.w_q(query), self.num_heads)
+        k = split_heads(self.w_q(key), self.num_heads)    # one projection for all three
+        v = split_heads(self.w_q(value), self.num_heads)"""),
+    Mutation("MultiHeadAttention", "mha-scaled-after-softmax", "weights = torch.softmax(scores, dim=-1)",
+             "weights = torch.softmax(scores * math.sqrt(self.head_dim), dim=-1) / math.sqrt(self.head_dim)"),
 ]
 
 _MHA_HEAD = '''class MultiHeadAttention(nn.Module):
