@@ -105,11 +105,13 @@ def main(argv: list[str] | None = None) -> dict:
             rows[name]["step_time_over_eager"] = {"median": round(statistics.median(own), 3),
                                                   "min": round(min(own), 3), "max": round(max(own), 3)}
         r = rows[name]["step_time_over_bf16"]
-        print(f"{name:33s} {per_s:7.1f} img/s  {rows[name]['epochs_in_30_min']:5.1f} epochs in 30 min (steps only)  "
-              f"step time / bf16: {r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f})"
-              + (f"; / {name.removesuffix(', compiled')}: {rows[name]['step_time_over_eager']['median']:.2f} "
-                 f"(range {rows[name]['step_time_over_eager']['min']:.2f}-{rows[name]['step_time_over_eager']['max']:.2f}), "
-                 f"first step (compiling) {compile_s[name]:.0f} s" if name in compile_s else ""))
+        line = (f"{name:33s} {per_s:7.1f} img/s  {rows[name]['epochs_in_30_min']:5.1f} epochs in 30 min (steps only)  "
+                f"step time / bf16: {r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f})")
+        if name in compile_s:
+            e = rows[name]["step_time_over_eager"]
+            line += (f"; / {eager}: {e['median']:.2f} (range {e['min']:.2f}-{e['max']:.2f}), "
+                     f"first step (compiling) {compile_s[name]:.0f} s")
+        print(line)
     flags = cpu_flags()
     native = sorted(f for f in NATIVE_BF16_FLAGS if f in flags)
     print(f"native bf16 flags: {', '.join(native) or 'none (bf16 is emulated here)'}")
