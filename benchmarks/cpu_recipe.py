@@ -21,8 +21,10 @@ runs of the current recipe by the machine that made them (CPU model, cores, prec
 - time to 80% and to 85%: training time (the validation pass included) at the end of the first
   epoch whose validation accuracy reaches it, or None;
 - validation accuracy at 30 minutes: that of the last epoch finished by then;
-- the test accuracy, evaluated once with the best-validation weights, with the mirrored view
-  (the recipe's evaluation) and without it;
+- the test accuracy, evaluated once with the best-validation weights, with the recipe's test views
+  (``test_views``: the image and its mirror, and for ``cpu`` also one-pixel shifts of both), with the
+  validation's two mirrored views (``test_acc_flip``) and with one view; and the best validation epoch's
+  accuracy with the validation's views and with the test's (``best_val_acc_test_views``);
 
 and per machine the mean and the sample standard deviation over its seeds.  Runs of another recipe
 (an older version of ``cpu``) are left out of the table, so it never mixes two recipes.
@@ -81,7 +83,11 @@ def seed_row(run: dict) -> dict:
             **{f"time_to_{round(t * 100)}_s": time_to(t) for t in THRESHOLDS},
             "val_acc_at_30_min": within[-1]["val_acc"] if within else None,
             "best_val_acc": run["best_val_acc"], "test_acc": run["test_acc"],
-            "test_acc_single_view": run.get("test_acc_single_view")}
+            "test_acc_single_view": run.get("test_acc_single_view"),
+            # the runs whose test averages shifted views also record the validation's two views
+            "test_views": run.get("test_views", 2 if run["recipe"].get("eval_flip") else 1),
+            "test_acc_flip": run.get("test_acc_flip", run["test_acc"] if run["recipe"].get("eval_flip") else None),
+            "best_val_acc_test_views": run.get("best_val_acc_test_views")}
 
 
 def spread(values: list) -> dict | None:
@@ -114,7 +120,8 @@ def summarize(recipe: str = "cpu", max_seed: int = 20) -> dict:
         rows = entry["seeds"]
         entry["summary"] = {k: spread([r[k] for r in rows]) for k in
                             ("time_to_80_s", "time_to_85_s", "val_acc_at_30_min", "test_acc",
-                             "test_acc_single_view", "train_time_s")}
+                             "test_acc_flip", "test_acc_single_view", "best_val_acc", "best_val_acc_test_views",
+                             "train_time_s")}
         entry["seeds_reaching"] = {f"{round(t * 100)}%": sum(r[f"time_to_{round(t * 100)}_s"] is not None
                                                               for r in rows) for t in THRESHOLDS}
     return {"recipe": RECIPES[recipe].to_dict(), "budget_s": BUDGET_S, "machines": machines}

@@ -116,15 +116,17 @@ def test_the_stored_precision_benchmark_holds_the_compiled_variants():
 
 
 def test_the_float32_recipe_is_the_cpu_recipe_with_fewer_float32_epochs(monkeypatch):
-    """``cpu_float32`` changes precision and epoch count only, so its runs measure the same recipe
-    on a CPU without native bf16; and the trainer points a float32 CPU running ``cpu`` to it."""
+    """``cpu_float32`` trains as ``cpu`` does but for precision and epoch count, so its runs measure the
+    same training on a CPU without native bf16 (its test keeps the two mirrored views its stored seeds
+    were tested with); and the trainer points a float32 CPU running ``cpu`` to it."""
     import torch
 
     from course_utils.training import trainer
     from course_utils.training.recipes import RECIPES
 
     cpu, f32 = RECIPES["cpu"].to_dict(), RECIPES["cpu_float32"].to_dict()
-    assert {k for k in cpu if cpu[k] != f32[k]} == {"name", "amp", "epochs"}
+    assert {k for k in cpu if cpu[k] != f32[k]} == {"name", "amp", "epochs", "test_shifts"}
+    assert f32["test_shifts"] == () and f32["eval_flip"]
     assert f32["amp"] == "none" and 0 < f32["epochs"] < cpu["epochs"]
 
     logs: list[str] = []

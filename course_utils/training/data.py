@@ -283,6 +283,26 @@ def random_crop_flip(images: Tensor, *, padding: int = 4, flip: bool = True,
     return padded.flatten(2).gather(2, index.expand(b, c, h * w)).view(b, c, h, w)
 
 
+def translate(images: Tensor, dy: int, dx: int) -> Tensor:
+    """Normalised ``images (B, 3, H, W)`` moved ``dy`` pixels down and ``dx`` right; same shape.
+
+    The pixels moved in are black, as in ``random_crop_flip``'s zero padding (black in
+    ``normalize``'s units), so a shifted view looks like a crop the model met in training.
+    """
+    if dy == 0 and dx == 0:
+        return images
+    b, c, h, w = images.shape
+    p = max(abs(dy), abs(dx))
+    black = normalize(torch.zeros(1, c, 1, 1, dtype=torch.uint8, device=images.device), images.dtype)
+    padded = torch.nn.functional.pad(images - black, (p,) * 4) + black
+    return padded[:, :, p - dy:p - dy + h, p - dx:p - dx + w].contiguous(memory_format=_memory_format(images))
+
+
+def _memory_format(t: Tensor) -> torch.memory_format:
+    return torch.channels_last if t.is_contiguous(memory_format=torch.channels_last) and \
+        not t.is_contiguous() else torch.contiguous_format
+
+
 class BatchLoader:
     """Batches from uint8 tensors: shuffle (seeded per epoch), move to ``device``, augment, normalise.
 

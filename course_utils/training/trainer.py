@@ -11,7 +11,8 @@ all of them:
 
 Features: AdamW or SGD with Nesterov momentum (no weight decay on norms, biases and what the
 model's ``no_weight_decay()`` names), linear warmup + cosine decay per step, label smoothing, MixUp/CutMix, gradient
-clipping, evaluation on each image and its mirror (``eval_flip``), mixed precision (``amp="auto"`` measures bf16 against float32 on the CPU and keeps
+clipping, evaluation on each image and its mirror (``eval_flip``) and shifted views at test time
+(``test_shifts``), mixed precision (``amp="auto"`` measures bf16 against float32 on the CPU and keeps
 the faster; bf16/fp16 on CUDA), optional ``torch.compile``, tqdm progress bars,
 ``history.json``/``history.csv`` and a plot of the curves, a checkpoint after every epoch and
 automatic resume (restart the same command and it continues; a killed run loses at most one
@@ -116,10 +117,11 @@ class Trainer:
             bar.set_postfix(loss=f"{loss_sum / seen:.3f}", acc=f"{correct / seen:.3f}")
         return {"loss": loss_sum / seen, "acc": correct / seen, "seen": seen, "seconds": time.perf_counter() - start}
 
-    def evaluate(self, batches, *, confusion: bool = False, flip: bool | None = None) -> dict:
+    def evaluate(self, batches, *, confusion: bool = False, flip: bool | None = None,
+                 shifts: tuple = ()) -> dict:
         """``evaluate`` with the trainer's precision; ``flip`` defaults to the trainer's ``eval_flip``."""
         return evaluate(self.model, batches, self.amp_dtype, confusion=confusion,
-                        flip=self.eval_flip if flip is None else flip)
+                        flip=self.eval_flip if flip is None else flip, shifts=shifts)
 
     def state_dict(self) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
@@ -239,19 +241,23 @@ def _time_steps(model: nn.Module, x: Tensor, dtype: torch.dtype | None) -> float
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, loader, amp_dtype=None, *, confusion: bool = False, flip: bool = False) -> dict:
+def evaluate(model: nn.Module, loader, amp_dtype=None, *, confusion: bool = False, flip: bool = False,
+             shifts: tuple = ()) -> dict:
     """Mean loss and accuracy of a classifier over batches ``(x (B, C, H, W), y (B,))``; with
     ``confusion`` also the confusion matrix (``confusion[true][predicted]`` counts, a list of
     lists).  ``flip`` averages the logits of each image and its left-right mirror (the mirror is
-    a training augmentation, so the model has learned both views)."""
+    a training augmentation, so the model has learned both views); ``shifts``, pairs ``(dy, dx)``,
+    adds the image moved by each (``data.translate``; the random crops of training move images
+    too), with its mirror when ``flip``.  Images are in ``data.normalize``'s units."""
     model.eval()
     total, correct, loss_sum = 0, 0, 0.0
     matrix = None
+    offsets = [(0, 0)] + [tuple(s) for s in shifts if tuple(s) != (0, 0)]
     for x, y in loader:
         with torch.autocast(x.device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
-            logits = model(x)
-            if flip:
-                logits = (logits + model(x.flip(-1))) / 2
+            views = [cdata.translate(x, dy, dx) for dy, dx in offsets]
+            views += [v.flip(-1) for v in views] if flip else []
+            logits = sum(model(v) for v in views) / len(views)
         num_classes = logits.shape[-1]
         if matrix is None:
             matrix = torch.zeros(num_classes, num_classes, dtype=torch.long)
@@ -495,12 +501,24 @@ def _test_once(trainer: Trainer, best_state: dict, data: cdata.Split, recipe: Re
     trainer.model.load_state_dict(best_state)
     test_loader = cdata.BatchLoader(data.test_images, data.test_labels, recipe.eval_batch_size,
                                     device=trainer.device, channels_last=recipe.channels_last)
-    test = trainer.evaluate(test_loader, confusion=True)
+    test = trainer.evaluate(test_loader, confusion=True, shifts=recipe.test_shifts)
     summary.update({"test_acc": test["acc"], "test_loss": test["loss"], "test_confusion": test["confusion"],
-                    "classes": list(cdata.CLASSES)})
-    if trainer.eval_flip:  # what the mirrored view adds, measured on the same weights and images
+                    "classes": list(cdata.CLASSES), "test_views": _views(recipe)})
+    # What the extra views add, measured on the same weights and images: the validation's views
+    # (on the test and, for the shifts, on the validation images the shifts were chosen on) and one view.
+    if recipe.test_shifts:
+        summary["test_acc_flip"] = trainer.evaluate(test_loader)["acc"]
+        val_loader = cdata.BatchLoader(data.val_images, data.val_labels, recipe.eval_batch_size,
+                                       device=trainer.device, channels_last=recipe.channels_last)
+        summary["best_val_acc_test_views"] = trainer.evaluate(val_loader, shifts=recipe.test_shifts)["acc"]
+    if trainer.eval_flip:
         summary["test_acc_single_view"] = trainer.evaluate(test_loader, flip=False)["acc"]
     files.torch_save(trainer.model.state_dict(), out / "best_model.pt")
+
+
+def _views(recipe: Recipe) -> int:
+    """How many views of each image the recipe's test averages."""
+    return (1 + len([s for s in recipe.test_shifts if tuple(s) != (0, 0)])) * (2 if recipe.eval_flip else 1)
 
 
 def _write_run_result(name: str, model: nn.Module, summary: dict, data: cdata.Split, fast: bool, elapsed: float,
