@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
 
 from course_utils.results import RESULTS_DIR, read_result, write_result
-from course_utils.training.recipes import RECIPES, Recipe
+from course_utils.training.recipes import RECIPES, as_stored
 
 BUDGET_S = 30 * 60
 THRESHOLDS = (0.80, 0.85)
@@ -62,13 +61,6 @@ def train_seed(seed: int, recipe: str = "cpu") -> None:
           result_name=result_name(seed, recipe))
     if seed != 0 or recipe not in SHOWN:  # only the runs the chapter shows keep their weights in results/
         (RESULTS_DIR / f"{result_name(seed, recipe)}_model.pth").unlink(missing_ok=True)
-
-
-def _comparable(recipe: dict) -> dict:
-    """A recipe as stored in JSON, with fields added to ``Recipe`` since at their defaults and the
-    seed left out: two runs of the same recipe compare equal whatever their seed."""
-    full = Recipe(**{k: v for k, v in recipe.items()}).to_dict()
-    return {k: v for k, v in json.loads(json.dumps(full)).items() if k != "seed"}
 
 
 def seed_row(run: dict) -> dict:
@@ -101,7 +93,7 @@ def spread(values: list) -> dict | None:
 
 def summarize(recipe: str = "cpu", max_seed: int = 20) -> dict:
     """The table from every stored seed of the current version of ``recipe``, grouped by machine."""
-    current = _comparable(RECIPES[recipe].to_dict())
+    current = as_stored(RECIPES[recipe], leave_out=("seed",))  # seeds of one recipe compare equal
     machines: dict[str, dict] = {}
     for seed in range(max_seed):
         path = RESULTS_DIR / f"{result_name(seed, recipe)}.json"
@@ -109,7 +101,7 @@ def summarize(recipe: str = "cpu", max_seed: int = 20) -> dict:
             continue
         stored = read_result(result_name(seed, recipe))
         run, hw = stored["data"], stored["provenance"]["hardware"]
-        if _comparable(run["recipe"]) != current or run.get("fast"):
+        if as_stored(run["recipe"], leave_out=("seed",)) != current or run.get("fast"):
             continue
         key = f"{hw['cpu']}, {hw['cpu_cores']} cores, {run['amp']}"
         entry = machines.setdefault(key, {"cpu": hw["cpu"], "cpu_cores": hw["cpu_cores"], "amp": run["amp"],

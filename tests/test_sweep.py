@@ -147,14 +147,15 @@ def test_lr_range_test_finds_a_minimum_and_stops(tiny):
 
 def test_cpu_ladder_ends_at_the_cpu_recipe_as_its_runs_were_made():
     """The cpu ablation's top is the cpu recipe at the 22 epochs and single-view evaluation its stored
-    runs were made with (chapter 07's run of that version is adopted there, see sweep.adopt); nothing
-    else differs, so the ablation still takes the chapter-07 recipe apart."""
+    runs were made with (chapter 07's run of that version is adopted there, see sweep.adopt), without
+    the test's shifted views (the ablation reads validation only); nothing else differs, so the
+    ablation still takes the chapter-07 recipe apart."""
     top = sweep.variants(sweep.BUDGETS["cpu"])["conv_tokenizer"][2].to_dict()
     recipe = RECIPES["cpu"].to_dict()
     normal = lambda d: {k: v for k, v in json.loads(json.dumps(d)).items() if k != "name"}  # noqa: E731
     ours, theirs = normal(top), normal(recipe)
-    assert {k for k in ours if ours[k] != theirs[k]} == {"epochs", "eval_flip"}
-    assert ours["epochs"] == 22 and ours["eval_flip"] is False
+    assert {k for k in ours if ours[k] != theirs[k]} == {"epochs", "eval_flip", "test_shifts"}
+    assert ours["epochs"] == 22 and ours["eval_flip"] is False and ours["test_shifts"] == []
 
 
 def test_adopt_takes_a_run_with_the_same_recipe_only(tiny, tmp_path, monkeypatch):
@@ -174,6 +175,16 @@ def test_adopt_takes_a_run_with_the_same_recipe_only(tiny, tmp_path, monkeypatch
                        adopted={"schedule": source})
     with pytest.raises(FileNotFoundError, match="no summary.json"):
         sweep.adopt(budget.base, tmp_path / "nowhere", tmp_path / "d")
+    # a run made before the recipe had a field trained with that field's default: it still matches
+    summary = json.loads((source / "summary.json").read_text())
+    older = tmp_path / "older"
+    older.mkdir()
+    (older / "summary.json").write_text(json.dumps({**summary, "recipe": {
+        k: v for k, v in summary["recipe"].items() if k != "test_shifts"}}))
+    sweep.adopt(sweep.variants(budget)["baseline"][2], older, tmp_path / "e")
+    (older / "summary.json").write_text(json.dumps({**summary, "recipe": {**summary["recipe"], "gone": 1}}))
+    with pytest.raises(ValueError, match=r"fields this one lacks: \['gone'\]"):
+        sweep.adopt(sweep.variants(budget)["baseline"][2], older, tmp_path / "f")
 
 
 def test_collect_keeps_recorded_runs_whose_directories_are_gone(tiny, tmp_path, monkeypatch):

@@ -18,7 +18,7 @@ from ..models.resnet import cifar_resnet
 from ..references.vit import ViT
 from .data import CLASSES
 
-__all__ = ["Recipe", "RECIPES", "CIFAR_VIT", "build_model", "apply_overrides"]
+__all__ = ["Recipe", "RECIPES", "CIFAR_VIT", "build_model", "apply_overrides", "as_stored"]
 
 T = TypeVar("T")
 
@@ -139,6 +139,19 @@ RECIPES: dict[str, Recipe] = {
 # that test until they are run again.
 RECIPES["cpu_float32"] = dataclasses.replace(RECIPES["cpu"], name="cpu_float32", amp="none", epochs=23,
                                              test_shifts=())
+
+
+def as_stored(recipe: Recipe | dict, *, leave_out: tuple[str, ...] = ()) -> dict:
+    """A recipe as a results file stores it (JSON types: lists, not tuples), so that two compare
+    field for field; a stored recipe written before a field was added gets that field's default,
+    the value its run used.  ``leave_out`` drops fields that may differ (``name``, ``seed``).
+    Raises ValueError for a stored field ``Recipe`` no longer has."""
+    if isinstance(recipe, dict):
+        unknown = sorted(set(recipe) - {f.name for f in dataclasses.fields(Recipe)})
+        if unknown:
+            raise ValueError(f"a stored recipe has fields Recipe lacks: {unknown}")
+        recipe = Recipe(**recipe)
+    return {k: v for k, v in json.loads(json.dumps(recipe.to_dict())).items() if k not in leave_out}
 
 
 def build_model(recipe: Recipe) -> nn.Module:
