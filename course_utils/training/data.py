@@ -295,12 +295,8 @@ def translate(images: Tensor, dy: int, dx: int) -> Tensor:
     p = max(abs(dy), abs(dx))
     black = normalize(torch.zeros(1, c, 1, 1, dtype=torch.uint8, device=images.device), images.dtype)
     padded = torch.nn.functional.pad(images - black, (p,) * 4) + black
-    return padded[:, :, p - dy:p - dy + h, p - dx:p - dx + w].contiguous(memory_format=_memory_format(images))
-
-
-def _memory_format(t: Tensor) -> torch.memory_format:
-    return torch.channels_last if t.is_contiguous(memory_format=torch.channels_last) and \
-        not t.is_contiguous() else torch.contiguous_format
+    layout = torch.channels_last if images.is_contiguous(memory_format=torch.channels_last) else torch.contiguous_format
+    return padded[:, :, p - dy:p - dy + h, p - dx:p - dx + w].contiguous(memory_format=layout)
 
 
 class BatchLoader:

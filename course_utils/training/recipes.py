@@ -77,9 +77,9 @@ RECIPES: dict[str, Recipe] = {
     # tokens), so fewer epochs fit in the half hour.  Validation averages each image with its mirror;
     # the test averages ten views (the image and its one-pixel shifts up, down, left and right, each
     # with its mirror), chosen on seed 0's validation images (chapter 07, section 7.9).
-    # The epoch count leaves about a tenth of the half hour spare on such a machine when nothing else
-    # runs: the same kind of shared virtual machine ran the same epochs at times a tenth slower (the
-    # stored runs record each epoch's time).  torch.compile is off: it does not make the steps faster on such a
+    # The epoch count leaves part of the half hour spare on such a machine when nothing else runs: the
+    # same kind of shared virtual machine runs the same epochs slower at some times than at others
+    # (the stored runs record each epoch's time).  torch.compile is off: it does not make the steps faster on such a
     # machine, in bf16 or float32 (results/bench_cpu_precision.json), and compiling costs the first step.
     "cpu": Recipe(
         name="cpu",
@@ -131,12 +131,11 @@ RECIPES: dict[str, Recipe] = {
 
 # The cpu recipe for a CPU without native bf16 (where the trainer's amp="auto" picks float32): the
 # same model and ingredients in float32 (channels-last, the faster memory format there by
-# benchmarks.cpu_precision), with as many epochs as fill the same half hour.  The count is the cpu
-# recipe's scaled by the ratio of float32 to bf16 time per epoch of whole runs on one machine
-# (chapter 07 prints it from the stored runs), not by the step benchmark's, which times the
-# training steps alone and not the validation pass and data pipeline an epoch also holds.
-# Its stored seeds were tested with the two mirrored views (their weights are not kept), so it keeps
-# that test until they are run again.
+# benchmarks.cpu_precision), with as many epochs as fill the same half hour (its stored seeds' times).
+# Chapter 07 sets the count against the ratio of float32 to bf16 time per epoch of whole runs on one
+# machine, not the step benchmark's, which times the training steps alone and not the validation
+# pass and data pipeline an epoch also holds.  Its stored seeds were tested with the two mirrored
+# views (their weights are not kept), so it keeps that test until they are run again.
 RECIPES["cpu_float32"] = dataclasses.replace(RECIPES["cpu"], name="cpu_float32", amp="none", epochs=23,
                                              test_shifts=())
 
