@@ -183,7 +183,7 @@ def test_adopt_takes_a_run_with_the_same_recipe_only(tiny, tmp_path, monkeypatch
         k: v for k, v in summary["recipe"].items() if k != "test_shifts"}}))
     sweep.adopt(sweep.variants(budget)["baseline"][2], older, tmp_path / "e")
     (older / "summary.json").write_text(json.dumps({**summary, "recipe": {**summary["recipe"], "gone": 1}}))
-    with pytest.raises(ValueError, match=r"fields this one lacks: \['gone'\]"):
+    with pytest.raises(ValueError, match=r"cannot adopt .*has fields Recipe lacks: \['gone'\]"):
         sweep.adopt(sweep.variants(budget)["baseline"][2], older, tmp_path / "f")
 
 
