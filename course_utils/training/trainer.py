@@ -252,7 +252,7 @@ def evaluate(model: nn.Module, loader, amp_dtype=None, *, confusion: bool = Fals
     model.eval()
     total, correct, loss_sum = 0, 0, 0.0
     matrix = None
-    offsets = [(0, 0)] + [tuple(s) for s in shifts if tuple(s) != (0, 0)]
+    offsets = view_offsets(shifts)
     for x, y in loader:
         with torch.autocast(x.device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
             views = [cdata.translate(x, dy, dx) for dy, dx in offsets]
@@ -271,6 +271,11 @@ def evaluate(model: nn.Module, loader, amp_dtype=None, *, confusion: bool = Fals
     if confusion:
         out["confusion"] = matrix.tolist()
     return out
+
+
+def view_offsets(shifts) -> list[tuple[int, int]]:
+    """The (dy, dx) of every unmirrored view ``evaluate`` averages: the image itself, then each shift."""
+    return [(0, 0)] + [tuple(s) for s in shifts if tuple(s) != (0, 0)]
 
 
 def subset(data: cdata.Split, n_train: int, n_eval: int | None, seed: int = 0) -> cdata.Split:
@@ -483,7 +488,7 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
     summary.update({"best_epoch": best_epoch,
                     "time_to_best_s": next(h["elapsed_s"] for h in state["history"] if h["epoch"] == best_epoch)})
     if evaluate_test:
-        _test_once(trainer, state["best_state"], data, recipe, summary, out)
+        _test_once(trainer, state["best_state"], data, recipe, summary, out, val_loader)
     files.write_json(out / "summary.json", summary)
     if not evaluate_test:
         return summary
@@ -496,29 +501,23 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
 
 
 def _test_once(trainer: Trainer, best_state: dict, data: cdata.Split, recipe: Recipe, summary: dict,
-               out: Path) -> None:
+               out: Path, val_loader: cdata.BatchLoader) -> None:
     """The test set, evaluated once, with the best-validation weights (saved as ``out/best_model.pt``)."""
     trainer.model.load_state_dict(best_state)
     test_loader = cdata.BatchLoader(data.test_images, data.test_labels, recipe.eval_batch_size,
                                     device=trainer.device, channels_last=recipe.channels_last)
     test = trainer.evaluate(test_loader, confusion=True, shifts=recipe.test_shifts)
     summary.update({"test_acc": test["acc"], "test_loss": test["loss"], "test_confusion": test["confusion"],
-                    "classes": list(cdata.CLASSES), "test_views": _views(recipe)})
+                    "classes": list(cdata.CLASSES),
+                    "test_views": len(view_offsets(recipe.test_shifts)) * (2 if recipe.eval_flip else 1)})
     # What the extra views add, measured on the same weights and images: the validation's views
     # (on the test and, for the shifts, on the validation images the shifts were chosen on) and one view.
     if recipe.test_shifts:
         summary["test_acc_flip"] = trainer.evaluate(test_loader)["acc"]
-        val_loader = cdata.BatchLoader(data.val_images, data.val_labels, recipe.eval_batch_size,
-                                       device=trainer.device, channels_last=recipe.channels_last)
         summary["best_val_acc_test_views"] = trainer.evaluate(val_loader, shifts=recipe.test_shifts)["acc"]
     if trainer.eval_flip:
         summary["test_acc_single_view"] = trainer.evaluate(test_loader, flip=False)["acc"]
     files.torch_save(trainer.model.state_dict(), out / "best_model.pt")
-
-
-def _views(recipe: Recipe) -> int:
-    """How many views of each image the recipe's test averages."""
-    return (1 + len([s for s in recipe.test_shifts if tuple(s) != (0, 0)])) * (2 if recipe.eval_flip else 1)
 
 
 def _write_run_result(name: str, model: nn.Module, summary: dict, data: cdata.Split, fast: bool, elapsed: float,
