@@ -12,7 +12,7 @@ NBGRADER := cd autograde && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/nb
 
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help venv book serve test lab execute bench notebook-times train-laptop train-cpu train-cpu-float32 train-resnet train-gpu sweep sweep-cpu release collect autograde feedback grades clean
+.PHONY: help venv book serve test lab execute bench notebook-times train-laptop train-cpu train-cpu-float32 train-resnet train-gpu train-gpu-short sweep sweep-cpu release collect autograde feedback grades clean
 
 help:
 	@echo "make book       build the book into _build/html (first run installs everything into $(VENV));"
@@ -26,6 +26,7 @@ help:
 	@echo "make train-cpu-float32  the cpu recipe in float32 (CPUs without native bf16), three seeds; results/bench_cpu_recipe_float32.json"
 	@echo "make train-resnet  three seeds of the ResNet's own recipe, the same half hour each (after train-cpu, same machine)"
 	@echo "make train-gpu  the gpu recipe (chapter 08's course answer to question 1); writes results/ch08_vit_gpu.json"
+	@echo "make train-gpu-short MINUTES=6  the gpu recipe cut to fit MINUTES on one GPU; writes results/ch08_vit_gpu_short.json"
 	@echo "make train-laptop  the laptop recipe chapter 07 compares a learner's ViT with"
 	@echo "make notebook-times  every chapter in full mode, timed cell by cell (results/notebook_times.json)"
 	@echo "make sweep      chapter 08's runs at the mini and small-data budgets; writes results/ch08_*.json"
@@ -109,6 +110,11 @@ train-resnet: $(STAMP)
 # One GPU, a few hours: chapter 08 prints the result and the time to 94% and 95% validation accuracy.
 train-gpu: $(STAMP)
 	$(PY) -m course_utils.cli.train --recipe gpu --out runs/gpu --result ch08_vit_gpu
+
+# One GPU for MINUTES minutes: the gpu recipe cut to the epochs that fit, and the full run's time projected.
+MINUTES ?= 6
+train-gpu-short: $(STAMP)
+	$(PY) -m benchmarks.gpu_recipe --minutes $(MINUTES)
 
 # Chapter 08's evidence (mini budget; interrupted runs resume; each run records its time).
 sweep: $(STAMP)

@@ -134,3 +134,16 @@ def test_the_float32_recipe_is_the_cpu_recipe_with_fewer_float32_epochs(monkeypa
     monkeypatch.setattr(trainer, "_time_steps", lambda m, x, dtype: 2.0 if dtype is not None else 1.0)  # emulated bf16
     assert trainer.choose_amp(RECIPES["cpu"], model, torch.device("cpu"), logs.append) is None
     assert any("--recipe cpu_float32" in line for line in logs), logs
+
+
+def test_gpu_recipe_plans_the_epochs_that_fit_and_refuses_too_little_time():
+    from benchmarks import gpu_recipe
+
+    per_epoch = 5.0
+    n = gpu_recipe.plan_epochs(600, per_epoch, 300)
+    # n epochs at the probe's rate (with the safety factor) plus the reserve fit; one more does not
+    assert n * per_epoch * gpu_recipe.SAFETY + gpu_recipe.RESERVE_S <= 600
+    assert (n + 1) * per_epoch * gpu_recipe.SAFETY + gpu_recipe.RESERVE_S > 600
+    assert gpu_recipe.plan_epochs(10 ** 6, per_epoch, 300) == 300  # never more than the full recipe
+    with pytest.raises(ValueError, match="longer --minutes"):
+        gpu_recipe.plan_epochs(gpu_recipe.RESERVE_S + per_epoch, per_epoch, 300)

@@ -1,0 +1,90 @@
+"""The ``gpu`` recipe cut to fit a fixed time on one GPU, with the full recipe's time measured.
+
+    python -m benchmarks.gpu_recipe --minutes 6          # as many epochs as fit in 6 minutes
+    python -m benchmarks.gpu_recipe --until 1790000000   # ... as fit before a Unix time
+
+Chapter 08's ``gpu`` recipe trains 300 epochs (``make train-gpu``).  When a GPU is lent for less
+time than that, this script still measures what the question needs:
+
+1. a probe: two epochs of the recipe's model, data pipeline and mixed precision, whose second
+   epoch gives the steady time per epoch (the first holds the start-up: kernel selection, caches);
+2. the recipe with its epoch count (and warm-up, in proportion) cut so that the run and its test
+   evaluation end before the deadline; every other ingredient unchanged;
+3. ``results/ch08_vit_gpu_short.json``: the run (trainer's summary: history, test accuracy with
+   the recipe's views, hardware) plus ``budget``: the probe's seconds per epoch, the deadline's
+   seconds, and the full recipe's 300 epochs projected at the probe's rate.
+
+``torch.compile`` is left off by default: compiling twice (probe and run) would cost more of a short
+budget than it saves, and the probe's time per epoch must be the run's.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import tempfile
+import time
+
+from course_utils.results import RESULTS_DIR, read_result, write_result
+from course_utils.training import data as cdata
+from course_utils.training.recipes import RECIPES
+from course_utils.training.trainer import train
+
+RESULT = "ch08_vit_gpu_short"
+RESERVE_S = 45  # after the last epoch: the test set's views, the best weights saved, the result written
+SAFETY = 1.08  # epochs run a little slower than the probe's (the validation's share varies)
+
+
+def plan_epochs(seconds_left: float, epoch_s: float, full_epochs: int) -> int:
+    """Epochs that fit in ``seconds_left`` at ``epoch_s`` each (with RESERVE_S and SAFETY), at most
+    the full recipe's; ValueError when not even two fit."""
+    n = math.floor((seconds_left - RESERVE_S) / (epoch_s * SAFETY))
+    if n < 2:
+        raise ValueError(f"gpu_recipe: {seconds_left:.0f} s left at {epoch_s:.1f} s per epoch fits fewer than "
+                         "2 epochs; give a longer --minutes")
+    return min(n, full_epochs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    when = parser.add_mutually_exclusive_group(required=True)
+    when.add_argument("--minutes", type=float, help="time for the whole script (probe, run, test)")
+    when.add_argument("--until", type=float, help="Unix time by which the script must have finished")
+    parser.add_argument("--recipe", default="gpu", help="the recipe to cut (default gpu)")
+    parser.add_argument("--compile", action="store_true", help="keep the recipe's torch.compile")
+    parser.add_argument("--out", default="runs/gpu_short")
+    parser.add_argument("--result", default=RESULT)
+    args = parser.parse_args()
+    start = time.time()
+    deadline = args.until if args.until is not None else start + 60 * args.minutes
+
+    full = RECIPES[args.recipe]
+    base = dataclasses.replace(full, compile=full.compile and args.compile)
+    raw = cdata.load_cifar10()
+    data = cdata.split_validation(raw, val_size=base.val_size, seed=base.seed)
+    with tempfile.TemporaryDirectory() as probe_dir:
+        probe = train(dataclasses.replace(base, name=f"{full.name}_probe", epochs=2), probe_dir, data=data,
+                      evaluate_test=False)
+    epoch_s = probe["history"][1]["epoch_time_s"]
+    epochs = plan_epochs(deadline - time.time(), epoch_s, full.epochs)
+    recipe = dataclasses.replace(base, name=f"{full.name}_short", epochs=epochs,
+                                 warmup_epochs=max(1.0, round(full.warmup_epochs * epochs / full.epochs, 1)))
+    print(f"probe: {epoch_s:.1f} s per epoch; training {epochs} of the recipe's {full.epochs} epochs "
+          f"(warm-up {recipe.warmup_epochs} epochs), {deadline - time.time():.0f} s left", flush=True)
+    train(recipe, args.out, data=data, result_name=args.result)
+
+    stored = read_result(args.result)
+    stored["data"]["budget"] = {
+        "recipe_cut_from": full.name, "full_epochs": full.epochs, "probe_epoch_s": epoch_s,
+        "budget_s": round(deadline - start, 1), "script_s": round(time.time() - start, 1),
+        "full_recipe_projected_h": round(full.epochs * epoch_s / 3600, 2),
+        "compile": recipe.compile,
+    }
+    write_result(args.result, stored["data"], dataset=stored["provenance"]["dataset"],
+                 split=stored["provenance"].get("split"), wall_time_s=stored["provenance"].get("wall_time_s"),
+                 git_commit=stored["provenance"].get("git_commit"))
+    print(f"wrote {RESULTS_DIR / (args.result + '.json')}")
+
+
+if __name__ == "__main__":
+    main()
