@@ -62,8 +62,8 @@ class ConvTokenizer(nn.Module):
     ``forward(images) -> (B, N, dim)`` with the same N as a ``PatchEmbedding`` of that patch size.
     ``pool_first=True`` pools straight after each conv, before its BatchNorm and ReLU (the order of
     fast CIFAR-10 ResNets such as airbench): the normalisation then runs on a quarter of the pixels.
-    Max-pool commutes with the ReLU, not with BatchNorm (whose scale may be negative), so the two
-    orders are different networks of the same parameters, not one network computed faster.
+    Max-pool commutes with the ReLU, not with BatchNorm (its statistics are taken over the pooled maps
+    and its scale may be negative), so the two orders are different networks of the same parameters.
     """
 
     def __init__(self, img_size: int, patch_size: int, in_chans: int, dim: int, channels: tuple[int, ...], *,
