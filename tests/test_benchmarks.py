@@ -147,3 +147,14 @@ def test_gpu_recipe_plans_the_epochs_that_fit_and_refuses_too_little_time():
     assert gpu_recipe.plan_epochs(10 ** 6, per_epoch, 300) == 300  # never more than the full recipe
     with pytest.raises(ValueError, match="longer --minutes"):
         gpu_recipe.plan_epochs(gpu_recipe.RESERVE_S + per_epoch, per_epoch, 300)
+
+
+def test_gpu_pipeline_times_every_part_and_the_whole_step(tmp_path):
+    from benchmarks import gpu_pipeline
+
+    out = gpu_pipeline.main(["--recipe", "smoke", "--rounds", "2", "--out-dir", str(tmp_path)])
+    saved = json.loads((tmp_path / "bench_gpu_pipeline.json").read_text())["data"]
+    assert set(saved["parts"]) == set(gpu_pipeline.PARTS) == set(out["parts"])
+    assert saved["parts"]["whole"]["share_of_whole"] == 1.0
+    assert all(row["median_s"] > 0 for row in saved["parts"].values())
+    assert saved["whole_images_per_s"] > 0 and saved["device"] == str(out["device"])
