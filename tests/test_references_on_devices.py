@@ -42,11 +42,16 @@ def _check(ours, theirs, exact, what: str, dtype, device):
     assert ours.device.type == torch.device(device).type, f"{what}: output on {ours.device}, input on {device}"
     assert ours.shape == exact.shape, f"{what}: shape {tuple(ours.shape)}, expected {tuple(exact.shape)}"
     assert torch.isfinite(ours).all(), f"{what}: non-finite values in {dtype} on {device}"
+    _within(ours, theirs, exact, f"{what} in {dtype} on {device}", dtype)
+
+
+def _within(ours, theirs, exact, what: str, dtype) -> None:
+    """Relative to the float64 answer's largest entry: the course's error <= max(RATIO x PyTorch's, FLOOR)."""
     size = exact.abs().max().item() or 1.0
     err_ours = (ours.double().cpu() - exact).abs().max().item() / size
     err_theirs = (theirs.double().cpu() - exact).abs().max().item() / size
     bound = max(RATIO * err_theirs, FLOOR[dtype])
-    assert err_ours <= bound, (f"{what} in {dtype} on {device}: relative error {err_ours:.2e} against float64, "
+    assert err_ours <= bound, (f"{what}: relative error {err_ours:.2e} against float64, "
                                f"PyTorch's own {err_theirs:.2e} (allowed {bound:.2e})")
 
 
@@ -173,12 +178,7 @@ def test_encoder_block_under_autocast_forward_and_backward(device, amp):
     # the outputs are float32 tensors computed in `amp`: the floor is amp's
     for (ours, theirs_), target, what in ((outputs, exact.detach(), "output"),
                                           (grads, exact_model.norm1.weight.grad, "LayerNorm weight gradient")):
-        size = target.abs().max().item() or 1.0
-        err_ours = (ours.double().cpu() - target).abs().max().item() / size
-        err_theirs = (theirs_.double().cpu() - target).abs().max().item() / size
-        bound = max(RATIO * err_theirs, FLOOR[amp])
-        assert err_ours <= bound, (f"EncoderBlock {what} under {amp} autocast on {device}: relative error "
-                                   f"{err_ours:.2e}, PyTorch's own {err_theirs:.2e} (allowed {bound:.2e})")
+        _within(ours, theirs_, target, f"EncoderBlock {what} under {amp} autocast on {device}", amp)
 
 
 @pytest.mark.parametrize("device", DEVICES)
