@@ -82,6 +82,8 @@ def main() -> None:
     out = args.out if args.seed == 0 else f"{args.out}_seed{args.seed}"
     train(recipe, out, data=data, result_name=result)
 
+    # The trainer also stores the weights beside the result; this model's (tens of MB) are not kept.
+    (RESULTS_DIR / f"{result}_model.pth").unlink(missing_ok=True)
     stored = read_result(result)
     run_epoch_s = statistics.fmean(h["epoch_time_s"] for h in stored["data"]["history"])
     stored["data"]["budget"] = {
