@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import time
 
-import math
-
 import pytest
 import torch
 from einops import rearrange
@@ -246,40 +244,6 @@ def test_conv_tokenizer_gives_as_many_tokens_as_patches(patch, channels):
     assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
     if channels:
         assert isinstance(model.patch_embed, vit.ConvTokenizer)
-
-
-@pytest.mark.parametrize("patch,channels", [(4, (8, 16)), (8, (8, 16, 16))])
-def test_pool_first_tokenizer_is_conv_pool_norm_relu_with_the_same_parameters(patch, channels):
-    torch.manual_seed(0)
-    after = vit.ConvTokenizer(32, patch, 3, 24, channels)
-    first = vit.ConvTokenizer(32, patch, 3, 24, channels, pool_first=True)
-    # the same parameters and buffers in the same order (their names differ: the pools shift the indices)
-    pairs = list(zip(first.state_dict().values(), after.state_dict().values(), strict=True))
-    assert all(a.shape == b.shape for a, b in pairs)
-    with torch.no_grad():
-        for a, b in pairs:
-            a.copy_(b)
-    kinds = [type(m).__name__ for m in first.net]
-    pools = kinds.count("MaxPool2d")
-    assert pools == int(math.log2(patch)) and kinds.count("Conv2d") == len(channels) + 1
-    for i, kind in enumerate(kinds):  # every pool comes straight after a conv and before its norm
-        if kind == "MaxPool2d":
-            assert kinds[i - 1] == "Conv2d" and kinds[i + 1] == "BatchNorm2d"
-    first.eval(), after.eval()
-    x = torch.randn(4, 3, 32, 32)
-    h = x
-    for layer in first.net:  # the layers in that order are the whole forward pass
-        h = layer(h)
-    torch.testing.assert_close(first(x), h.flatten(2).transpose(1, 2))
-    assert first(x).shape == after(x).shape == (4, (32 // patch) ** 2, 24)
-    # with a negative BatchNorm scale, pooling before and after the norm differ: two networks
-    with torch.no_grad():
-        for m in (*first.modules(), *after.modules()):
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.weight.fill_(-1.0)
-    assert not torch.allclose(first(x), after(x))
-    with pytest.raises(ValueError, match="needs stem_channels"):
-        vit.ViT(32, 4, 10, 24, 1, 2, 48, pool_first=True)
 
 
 def test_the_cpu_recipe_model_shapes():

@@ -60,14 +60,9 @@ class ConvTokenizer(nn.Module):
     """Conv3x3-BN-ReLU layers with 2x2 max-pools until the image shrinks by ``patch_size``.
 
     ``forward(images) -> (B, N, dim)`` with the same N as a ``PatchEmbedding`` of that patch size.
-    ``pool_first=True`` pools straight after each conv, before its BatchNorm and ReLU (the order of
-    fast CIFAR-10 ResNets such as airbench): the normalisation then runs on a quarter of the pixels.
-    Max-pool commutes with the ReLU, not with BatchNorm (its statistics are taken over the pooled maps
-    and its scale may be negative), so the two orders are different networks of the same parameters.
     """
 
-    def __init__(self, img_size: int, patch_size: int, in_chans: int, dim: int, channels: tuple[int, ...], *,
-                 pool_first: bool = False):
+    def __init__(self, img_size: int, patch_size: int, in_chans: int, dim: int, channels: tuple[int, ...]):
         super().__init__()
         pools = int(math.log2(patch_size))
         if 2 ** pools != patch_size:
@@ -75,10 +70,9 @@ class ConvTokenizer(nn.Module):
         widths = list(channels) + [dim]
         layers, c_in = [], in_chans
         for i, c_out in enumerate(widths):
-            pool = [nn.MaxPool2d(2)] if i < pools else []
-            norm_act = [nn.BatchNorm2d(c_out), nn.ReLU(inplace=True)]
-            layers += [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
-                       *(pool + norm_act if pool_first else norm_act + pool)]
+            layers += [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(inplace=True)]
+            if i < pools:
+                layers.append(nn.MaxPool2d(2))
             c_in = c_out
         if pools > len(widths):
             raise ValueError(f"ConvTokenizer: {len(widths)} conv layers cannot downsample by {patch_size}")
@@ -171,13 +165,10 @@ class ViT(nn.Module):
 
     def __init__(self, img_size: int, patch_size: int, num_classes: int, dim: int, depth: int, num_heads: int,
                  mlp_dim: int, in_chans: int = 3, dropout: float = 0.0, *,
-                 stem_channels: tuple[int, ...] | None = None, pool_first: bool = False, qkv_bias: bool = True):
+                 stem_channels: tuple[int, ...] | None = None, qkv_bias: bool = True):
         super().__init__()
         if stem_channels:
-            self.patch_embed = ConvTokenizer(img_size, patch_size, in_chans, dim, tuple(stem_channels),
-                                             pool_first=pool_first)
-        elif pool_first:
-            raise ValueError("ViT: pool_first=True orders the conv tokenizer's layers; it needs stem_channels")
+            self.patch_embed = ConvTokenizer(img_size, patch_size, in_chans, dim, tuple(stem_channels))
         else:
             self.patch_embed = PatchEmbedding(img_size, patch_size, in_chans, dim)
         n = self.patch_embed.num_patches
