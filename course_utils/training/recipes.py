@@ -85,7 +85,7 @@ RECIPES: dict[str, Recipe] = {
         name="cpu",
         model_kwargs=dict(CIFAR_VIT, patch_size=8, dim=192, depth=4, num_heads=3, mlp_dim=384,
                           stem_channels=(32, 64, 128), dropout=0.0),
-        epochs=33, batch_size=128, lr=2e-3, weight_decay=0.05, warmup_epochs=1, label_smoothing=0.1,
+        epochs=31, batch_size=64, lr=1.4e-3, weight_decay=0.05, warmup_epochs=1, label_smoothing=0.1,
         grad_clip=1.0, augment=True, policy=None, amp="auto", channels_last=True, eval_flip=True,
         test_shifts=((1, 0), (-1, 0), (0, 1), (0, -1)),
     ),
