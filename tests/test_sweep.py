@@ -146,16 +146,17 @@ def test_lr_range_test_finds_a_minimum_and_stops(tiny):
 
 
 def test_cpu_ladder_ends_at_the_cpu_recipe_as_its_runs_were_made():
-    """The cpu ablation's top is the cpu recipe at the 22 epochs and single-view evaluation its stored
-    runs were made with (chapter 07's run of that version is adopted there, see sweep.adopt), without
-    the test's shifted views (the ablation reads validation only); nothing else differs, so the
-    ablation still takes the chapter-07 recipe apart."""
+    """The cpu ablation's top is the cpu recipe at the 22 epochs, batch size, learning rate and
+    single-view evaluation its stored runs were made with (chapter 07's run of that version is adopted
+    there, see sweep.adopt), without the test's shifted views (the ablation reads validation only);
+    nothing else differs, so the ablation still takes the chapter-07 recipe apart."""
     top = sweep.variants(sweep.BUDGETS["cpu"])["conv_tokenizer"][2].to_dict()
     recipe = RECIPES["cpu"].to_dict()
     normal = lambda d: {k: v for k, v in json.loads(json.dumps(d)).items() if k != "name"}  # noqa: E731
     ours, theirs = normal(top), normal(recipe)
-    assert {k for k in ours if ours[k] != theirs[k]} == {"epochs", "eval_flip", "test_shifts"}
+    assert {k for k in ours if ours[k] != theirs[k]} <= {"epochs", "eval_flip", "test_shifts", "batch_size", "lr"}
     assert ours["epochs"] == 22 and ours["eval_flip"] is False and ours["test_shifts"] == []
+    assert (ours["batch_size"], ours["lr"]) == (128, 2e-3)
 
 
 def test_adopt_takes_a_run_with_the_same_recipe_only(tiny, tmp_path, monkeypatch):
