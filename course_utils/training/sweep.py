@@ -33,7 +33,7 @@ from ..references.vit import count_parameters
 from ..results import code_version, machine, read_result, write_result
 from ..runtime import seed_everything
 from . import data as cdata
-from .recipes import RECIPES, Recipe, as_stored, build_model
+from .recipes import EARLIER_CPU_BATCH, RECIPES, Recipe, as_stored, build_model
 from .trainer import Trainer, choose_amp, train
 
 SWEEP_DIR = Path("runs/sweep")
@@ -65,15 +65,17 @@ BUDGETS: dict[str, Budget] = {
     "mini": Budget(
         "mini",
         dataclasses.replace(
-            RECIPES["cpu"], name="mini", model_kwargs=_LAB_VIT, epochs=10, batch_size=128, eval_flip=False, lr=1e-3,
-            weight_decay=0.0, warmup_epochs=0, label_smoothing=0.0, augment=False, schedule="constant"),
+            RECIPES["cpu"], name="mini", model_kwargs=_LAB_VIT, epochs=10,
+            batch_size=EARLIER_CPU_BATCH["batch_size"], eval_flip=False, lr=1e-3, weight_decay=0.0,
+            warmup_epochs=0, label_smoothing=0.0, augment=False, schedule="constant"),
         train_images=10_000),
     # Few images, many epochs: the lab report's over-fitting, reproduced in minutes.
     "small-data": Budget(
         "small-data",
         dataclasses.replace(
-            RECIPES["cpu"], name="small-data", model_kwargs=_LAB_VIT, epochs=30, batch_size=128, eval_flip=False,
-            lr=1e-3, weight_decay=0.0, warmup_epochs=0, label_smoothing=0.0, augment=False, schedule="constant"),
+            RECIPES["cpu"], name="small-data", model_kwargs=_LAB_VIT, epochs=30,
+            batch_size=EARLIER_CPU_BATCH["batch_size"], eval_flip=False, lr=1e-3, weight_decay=0.0,
+            warmup_epochs=0, label_smoothing=0.0, augment=False, schedule="constant"),
         train_images=2_500),
     # The chapter-07 budget: the whole training split and the cpu recipe's model width, at the
     # 22 epochs, batch size, learning rate and single-view evaluation the recipe had when these
@@ -83,7 +85,7 @@ BUDGETS: dict[str, Budget] = {
         "cpu",
         dataclasses.replace(
             RECIPES["cpu"], name="cpu-ablation", model_kwargs={**_LAB_VIT, "dim": 192, "num_heads": 3, "mlp_dim": 384},
-            epochs=22, batch_size=128, lr=2e-3, eval_flip=False, test_shifts=(),
+            epochs=22, eval_flip=False, test_shifts=(), **EARLIER_CPU_BATCH,
             weight_decay=0.0, warmup_epochs=0, label_smoothing=0.0, augment=False, schedule="constant"),
         train_images=None),
 }
