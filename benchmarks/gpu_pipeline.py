@@ -12,13 +12,16 @@ every part once, in this order, each to its end (``torch.cuda.synchronize`` befo
 - ``batch, no policy``: the same loader without the policy (the policy's share is the difference);
 - ``mix``: MixUp/CutMix and label smoothing on a batch;
 - ``step``: forward, loss, backward, clipping, AdamW and the schedule on one fixed batch;
-- ``whole``: one step as ``Trainer.train_epoch`` runs it: batch, mix, step and its per-step
-  ``.item()`` reads, timed together.  When it takes longer than the parts' sum, the parts do not
-  overlap and waiting costs extra; shorter, and the device ran some parts while the host prepared
-  others.
+- ``whole``: one step as ``Trainer.train_epoch`` runs it (batch, mix, step, the loss and accuracy
+  summed on the device), timed alone;
+- ``in a row``: ``--window`` such steps queued back to back with one synchronisation at the end,
+  per step, as an epoch runs them: nothing in a step reads a value back from the device, so the host
+  prepares the next steps while the device computes.  Shorter than ``whole``: the host and the
+  device overlap; the same: one of them waits for the other at every step.
 
 Per part: the median seconds over the rounds and its share of ``whole``'s median, the ratios taken
-within one run on one machine.  Writes ``results/bench_gpu_pipeline.json`` (``--out-dir`` elsewhere).
+within one run on one machine; the images per second are ``in a row``'s.  Writes
+``results/bench_gpu_pipeline.json`` (``--out-dir`` elsewhere).
 """
 from __future__ import annotations
 
@@ -37,7 +40,7 @@ from course_utils.training import data as cdata
 from course_utils.training.recipes import RECIPES, build_model
 from course_utils.training.trainer import Trainer, _mixer, choose_amp, lr_factor, make_optimizer
 
-PARTS = ("batch", "batch, no policy", "mix", "step", "whole")
+PARTS = ("batch", "batch, no policy", "mix", "step", "whole", "in a row")
 
 
 def _endless(loader: cdata.BatchLoader):
@@ -52,6 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipe", default="gpu")
     parser.add_argument("--rounds", type=int, default=50)
+    parser.add_argument("--window", type=int, default=10, help="steps queued back to back in 'in a row'")
     parser.add_argument("--compile", action="store_true", help="run the step through the recipe's torch.compile")
     parser.add_argument("--out-dir", type=Path, default=None, help="write the result here instead of results/")
     args = parser.parse_args(argv)
@@ -73,7 +77,7 @@ def main(argv: list[str] | None = None) -> dict:
     if recipe.channels_last:
         model = model.to(memory_format=torch.channels_last)
     net = torch.compile(model) if recipe.compile else model
-    steps = args.rounds + 3
+    steps = (args.rounds + 3) * (args.window + 2)
     trainer = Trainer(model, make_optimizer(recipe, model), lr_factor=lr_factor(recipe.schedule, 10 * steps, steps),
                       grad_clip=recipe.grad_clip, amp_dtype=choose_amp(recipe, model, device, print), net=net)
     mix = _mixer(recipe, len(cdata.CLASSES), torch.Generator().manual_seed(1))
@@ -83,16 +87,26 @@ def main(argv: list[str] | None = None) -> dict:
     def step(x, target):
         with trainer.autocast():
             logits = trainer.net(x)
-        return logits, trainer.step(soft_cross_entropy(logits.float(), target))
+        loss = soft_cross_entropy(logits.float(), target)
+        trainer.update(loss)
+        return logits, loss
 
-    def whole():
+    sums = {"loss": torch.zeros((), device=device), "correct": torch.zeros((), dtype=torch.int64, device=device)}
+
+    def whole():  # as Trainer.train_epoch: the sums stay on the device
         x, y = next(batches[recipe.policy])
         x, target = mix(x, y)
-        logits, _ = step(x, target)
-        return (logits.argmax(-1) == y).sum().item()
+        logits, loss = step(x, target)
+        sums["loss"] += loss.detach() * len(y)
+        sums["correct"] += (logits.argmax(-1) == y).sum()
+
+    def in_a_row():
+        for _ in range(args.window):
+            whole()
 
     parts = {"batch": lambda: next(batches[recipe.policy]), "batch, no policy": lambda: next(batches[None]),
-             "mix": lambda: mix(fixed_x, fixed_y), "step": lambda: step(fixed_x, fixed_target), "whole": whole}
+             "mix": lambda: mix(fixed_x, fixed_y), "step": lambda: step(fixed_x, fixed_target), "whole": whole,
+             "in a row": in_a_row}
     seconds: dict[str, list[float]] = {name: [] for name in PARTS}
     for r in range(args.rounds + 2):  # two warm-up rounds: allocation, kernel choice, compilation
         for name in PARTS:
@@ -101,20 +115,23 @@ def main(argv: list[str] | None = None) -> dict:
             parts[name]()
             sync()
             if r >= 2:
-                seconds[name].append(time.perf_counter() - start)
+                seconds[name].append((time.perf_counter() - start) / (args.window if name == "in a row" else 1))
 
     whole_s = statistics.median(seconds["whole"])
+    row_s = statistics.median(seconds["in a row"])
     rows = {name: {"median_s": round(statistics.median(s), 6), "share_of_whole": round(statistics.median(s) / whole_s, 3)}
             for name, s in seconds.items()}
     out = {"recipe": recipe.name, "batch_size": recipe.batch_size, "policy": recipe.policy, "rounds": args.rounds,
+           "window": args.window,
            "compile": recipe.compile, "amp": str(trainer.amp_dtype).replace("torch.", "") if trainer.amp_dtype else "float32",
            "device": str(device), "parts": rows,
            "whole_images_per_s": round(recipe.batch_size / whole_s, 1),
+           "in_a_row_images_per_s": round(recipe.batch_size / row_s, 1),
            "parts_sum_over_whole": round(sum(rows[n]["median_s"] for n in ("batch", "mix", "step")) / whole_s, 3)}
     for name, row in rows.items():
         print(f"{name:18s} {row['median_s'] * 1000:8.2f} ms  {row['share_of_whole']:6.2f} of a whole step")
-    print(f"whole step: {out['whole_images_per_s']:.0f} images/s; batch + mix + step = "
-          f"{out['parts_sum_over_whole']:.2f} of the whole step's time")
+    print(f"steps in a row: {out['in_a_row_images_per_s']:.0f} images/s (a step alone: {out['whole_images_per_s']:.0f}); "
+          f"batch + mix + step = {out['parts_sum_over_whole']:.2f} of a step alone")
     path = write_result("bench_gpu_pipeline", out, dataset=raw.source, directory=args.out_dir)
     print(f"written {path}")
     return out

@@ -153,9 +153,13 @@ def test_gpu_recipe_plans_the_epochs_that_fit_and_refuses_too_little_time():
 def test_gpu_pipeline_times_every_part_and_the_whole_step(tmp_path):
     from benchmarks import gpu_pipeline
 
-    out = gpu_pipeline.main(["--recipe", "smoke", "--rounds", "2", "--out-dir", str(tmp_path)])
+    out = gpu_pipeline.main(["--recipe", "smoke", "--rounds", "2", "--window", "3", "--out-dir", str(tmp_path)])
     saved = json.loads((tmp_path / "bench_gpu_pipeline.json").read_text())["data"]
     assert set(saved["parts"]) == set(gpu_pipeline.PARTS) == set(out["parts"])
     assert saved["parts"]["whole"]["share_of_whole"] == 1.0
     assert all(row["median_s"] > 0 for row in saved["parts"].values())
     assert saved["whole_images_per_s"] > 0 and saved["device"] == str(out["device"])
+    # "in a row" is per step: on a CPU (nothing to overlap) about one step alone, not the window's three
+    assert 0.3 < saved["parts"]["in a row"]["share_of_whole"] < 3 and saved["window"] == 3
+    assert saved["in_a_row_images_per_s"] == pytest.approx(
+        saved["batch_size"] / saved["parts"]["in a row"]["median_s"], rel=1e-3)

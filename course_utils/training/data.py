@@ -252,10 +252,13 @@ def split_validation(data: ImageData, val_size: int = 5000, seed: int = 0) -> Sp
 # ------------------------------------------------------------------ batches and augmentation
 def normalize(images: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
     """uint8 ``(B, 3, H, W)`` -> float, scaled to [0, 1] and standardised per channel."""
-    std = torch.tensor(STD, device=images.device, dtype=torch.float64).view(1, 3, 1, 1)
-    mean = torch.tensor(MEAN, device=images.device, dtype=torch.float64).view(1, 3, 1, 1)
+    std = torch.tensor(STD, dtype=torch.float64).view(1, 3, 1, 1)
+    mean = torch.tensor(MEAN, dtype=torch.float64).view(1, 3, 1, 1)
     # (x / 255 - mean) / std as one multiply-add on a fresh float copy: two passes instead of four.
-    scale, shift = (1 / (255 * std)).to(dtype), (-mean / std).to(dtype)
+    # The constants are made on the CPU and copied without waiting (a tensor made directly on a GPU
+    # from Python numbers makes the host wait for the device to finish its queue).
+    scale, shift = ((1 / (255 * std)).to(dtype).to(images.device, non_blocking=True),
+                    (-mean / std).to(dtype).to(images.device, non_blocking=True))
     return images.to(dtype).mul_(scale).add_(shift)
 
 
@@ -272,12 +275,15 @@ def random_crop_flip(images: Tensor, *, padding: int = 4, flip: bool = True,
     b, c, h, w = images.shape
     gen_device = generator.device if generator is not None else torch.device("cpu")
     padded = torch.nn.functional.pad(images, (padding,) * 4)
-    dy = torch.randint(0, 2 * padding + 1, (b,), generator=generator, device=gen_device).to(images.device)
-    dx = torch.randint(0, 2 * padding + 1, (b,), generator=generator, device=gen_device).to(images.device)
+    # non_blocking: the host queues the copies and goes on (a blocking copy waits for the device's queue)
+    dy = torch.randint(0, 2 * padding + 1, (b,), generator=generator, device=gen_device).to(images.device,
+                                                                                          non_blocking=True)
+    dx = torch.randint(0, 2 * padding + 1, (b,), generator=generator, device=gen_device).to(images.device,
+                                                                                          non_blocking=True)
     rows = (dy[:, None] + torch.arange(h, device=images.device)[None, :])  # (B, H)
     cols = (dx[:, None] + torch.arange(w, device=images.device)[None, :])  # (B, W)
     if flip:
-        mirror = torch.rand(b, generator=generator, device=gen_device).to(images.device) < 0.5
+        mirror = torch.rand(b, generator=generator, device=gen_device).to(images.device, non_blocking=True) < 0.5
         cols = torch.where(mirror[:, None], cols.flip(1), cols)
     index = (rows[:, :, None] * (w + 2 * padding) + cols[:, None, :]).view(b, 1, h * w)  # (B, 1, H*W)
     return padded.flatten(2).gather(2, index.expand(b, c, h * w)).view(b, c, h, w)
@@ -315,10 +321,13 @@ class BatchLoader:
             raise TypeError(f"BatchLoader: images must be uint8 (N, 3, H, W), got {images.dtype}")
         if batch_size % world_size:
             raise ValueError(f"BatchLoader: global batch {batch_size} is not divisible by {world_size} processes")
-        self.images, self.labels = images, labels
+        self.device = torch.device(device)
+        # Off the CPU, the whole uint8 set moves once (CIFAR-10's training split is about 150 MB):
+        # each batch is then gathered on the device instead of copied from the host.
+        self.images, self.labels = images.to(self.device), labels.to(self.device)
         self.batch_size, self.shuffle, self.augment, self.drop_last = batch_size, shuffle, augment, drop_last
         self.policy = _policy(policy)
-        self.device, self.seed, self.rank, self.world_size = torch.device(device), seed, rank, world_size
+        self.seed, self.rank, self.world_size = seed, rank, world_size
         self.channels_last = channels_last
         self.epoch = 0
 
@@ -332,15 +341,15 @@ class BatchLoader:
     def __iter__(self):
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
         order = torch.randperm(len(self.images), generator=g) if self.shuffle else torch.arange(len(self.images))
+        order = order.to(self.device)
         for i in range(len(self)):
             idx = order[i * self.batch_size:(i + 1) * self.batch_size]
             idx = idx[self.rank::self.world_size] if self.world_size > 1 else idx
-            x = self.images[idx].to(self.device, non_blocking=True)
-            y = self.labels[idx].to(self.device, non_blocking=True)
+            x, y = self.images[idx], self.labels[idx]
             if self.augment:
                 x = random_crop_flip(x, generator=g)
                 if self.policy is not None:
-                    x = _apply_policy(self.policy, x)
+                    x = self.policy(x, g)
             x = normalize(x)
             if self.channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
@@ -348,16 +357,23 @@ class BatchLoader:
 
 
 def _policy(name: str | None):
+    """``policy(images uint8 (B, 3, H, W), generator) -> images``, or None.
+
+    "trivial" is ``augment.trivial_augment``: an operation and strength per image, drawn from the
+    loader's seeded generator.  torchvision's RandAugment and AutoAugment draw one choice per call for
+    everything they are given, so they run on groups of 16 images (the batch stays varied) and draw
+    from torch's global generator.
+    """
     if name in (None, "none"):
         return None
+    if name == "trivial":
+        from .augment import trivial_augment
+
+        return trivial_augment
     from torchvision.transforms import v2
 
-    policies = {"trivial": v2.TrivialAugmentWide, "randaugment": v2.RandAugment, "autoaugment": v2.AutoAugment}
+    policies = {"randaugment": v2.RandAugment, "autoaugment": v2.AutoAugment}
     if name not in policies:
-        raise ValueError(f"unknown augmentation policy {name!r}; choose from {sorted(policies)} or None")
-    return policies[name]()
-
-
-def _apply_policy(policy, x: Tensor, group: int = 16) -> Tensor:
-    # torchvision v2 applies one random op to a whole batch; small groups keep the batch varied.
-    return torch.cat([policy(chunk) for chunk in x.split(group)])
+        raise ValueError(f"unknown augmentation policy {name!r}; choose from {sorted(policies) + ['trivial']} or None")
+    policy = policies[name]()
+    return lambda x, generator: torch.cat([policy(chunk) for chunk in x.split(16)])

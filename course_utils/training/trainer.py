@@ -76,6 +76,12 @@ class Trainer:
 
     def step(self, loss: Tensor) -> float:
         """Backward, clip, update, advance the schedule; returns the loss as a float."""
+        self.update(loss)
+        return loss.item()
+
+    def update(self, loss: Tensor) -> None:
+        """``step`` without reading the loss back: on a GPU, reading a value makes the host wait for
+        the device, and the next batch's work cannot be queued meanwhile."""
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
         if self.grad_clip:
@@ -85,7 +91,6 @@ class Trainer:
         self.scaler.update()
         if self.scheduler is not None:
             self.scheduler.step()
-        return loss.item()
 
     def train_epoch(self, batches, *, mix: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]] | None = None,
                     desc: str = "", show: bool = True) -> dict:
@@ -101,9 +106,13 @@ class Trainer:
 
         start = time.perf_counter()
         self.net.train()
-        seen, correct, loss_sum = 0, 0, 0.0
+        seen = 0
+        # the sums stay on the device and are read once, at the end (and for a live bar every 25 steps)
+        loss_sum = torch.zeros((), dtype=torch.float32 if self.device.type == "mps" else torch.float64,
+                               device=self.device)  # Apple's GPUs have no float64
+        correct = torch.zeros((), dtype=torch.int64, device=self.device)
         bar = tqdm(batches, desc=desc, leave=False, disable=None if show else True)
-        for x, y in bar:
+        for i, (x, y) in enumerate(bar):
             if mix is not None:
                 x, target = mix(x, y)
             with self.autocast():
@@ -111,11 +120,14 @@ class Trainer:
             if mix is None:
                 target = F.one_hot(y, logits.shape[-1]).float()
             loss = soft_cross_entropy(logits.float(), target)
-            loss_sum += self.step(loss) * len(y)
+            self.update(loss)
+            loss_sum += loss.detach().to(loss_sum.dtype) * len(y)
+            correct += (logits.argmax(-1) == y).sum()
             seen += len(y)
-            correct += (logits.argmax(-1) == y).sum().item()
-            bar.set_postfix(loss=f"{loss_sum / seen:.3f}", acc=f"{correct / seen:.3f}")
-        return {"loss": loss_sum / seen, "acc": correct / seen, "seen": seen, "seconds": time.perf_counter() - start}
+            if not bar.disable and i % 25 == 0:
+                bar.set_postfix(loss=f"{loss_sum.item() / seen:.3f}", acc=f"{correct.item() / seen:.3f}")
+        return {"loss": loss_sum.item() / seen, "acc": correct.item() / seen, "seen": seen,
+                "seconds": time.perf_counter() - start}
 
     def evaluate(self, batches, *, confusion: bool = False, flip: bool | None = None,
                  shifts: tuple = ()) -> dict:
@@ -355,7 +367,7 @@ def _mixer(recipe: Recipe, num_classes: int, generator: torch.Generator) -> Call
     def mix(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
         target = F.one_hot(y, num_classes).float()
         if recipe.mixup_alpha or recipe.cutmix_alpha:
-            perm = torch.randperm(len(x), generator=generator).to(x.device)
+            perm = torch.randperm(len(x), generator=generator).to(x.device, non_blocking=True)
             use_cutmix = recipe.cutmix_alpha and (not recipe.mixup_alpha or torch.rand(1, generator=generator) < 0.5)
             alpha = recipe.cutmix_alpha if use_cutmix else recipe.mixup_alpha
             lam = float(torch.distributions.Beta(alpha, alpha).sample())

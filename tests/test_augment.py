@@ -1,0 +1,171 @@
+"""TrivialAugment on whole batches (course_utils.training.augment): every operation at every strength
+gives what torchvision's own functional operation gives, each image keeps its own draw, the draws
+follow the policy's distribution, and (on a GPU) one training step's pipeline never waits for the device."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torchvision.transforms.v2 import functional as TF
+
+from course_utils.training import augment as A
+from course_utils.training import data as cdata
+
+
+def _images() -> torch.Tensor:
+    """CIFAR-like uint8 images with the cases the operations treat specially: a flat image (autocontrast
+    and equalize leave it), a black and a white one, one flat channel, and noise spanning 0..255."""
+    g = torch.Generator().manual_seed(0)
+    stripes = cdata.synthetic_cifar(n_train=20, n_test=1).train_images
+    noise = torch.randint(0, 256, (6, 3, 32, 32), generator=g, dtype=torch.uint8)
+    flat = torch.full((1, 3, 32, 32), 97, dtype=torch.uint8)
+    one_flat_channel = noise[:1].clone()
+    one_flat_channel[:, 1] = 200
+    return torch.cat([stripes, noise, flat, torch.zeros_like(flat), torch.full_like(flat, 255), one_flat_channel])
+
+
+def _torchvision(img: torch.Tensor, name: str, m: float) -> torch.Tensor:
+    """What torchvision's TrivialAugmentWide does to one image for operation ``name`` at magnitude ``m``
+    (its _apply_image_or_video_transform, written out with the public functional API)."""
+    nearest = TF.InterpolationMode.NEAREST
+    if name == "Identity":
+        return img
+    if name in ("ShearX", "ShearY"):
+        shear = [math.degrees(math.atan(m)), 0.0] if name == "ShearX" else [0.0, math.degrees(math.atan(m))]
+        return TF.affine(img, angle=0.0, translate=[0, 0], scale=1.0, shear=shear, interpolation=nearest,
+                         center=[0, 0])
+    if name in ("TranslateX", "TranslateY"):
+        t = [int(m), 0] if name == "TranslateX" else [0, int(m)]
+        return TF.affine(img, angle=0.0, translate=t, scale=1.0, shear=[0.0, 0.0], interpolation=nearest)
+    if name == "Rotate":
+        return TF.rotate(img, angle=m, interpolation=nearest)
+    colour = {"Brightness": TF.adjust_brightness, "Color": TF.adjust_saturation, "Contrast": TF.adjust_contrast,
+              "Sharpness": TF.adjust_sharpness}
+    if name in colour:
+        return colour[name](img, 1.0 + m)
+    if name == "Posterize":
+        return TF.posterize(img, int(m))
+    if name == "Solarize":
+        return TF.solarize(img, 255.0 * m)
+    return {"AutoContrast": TF.autocontrast, "Equalize": TF.equalize}[name](img)
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    # Exact on the machines the course was built on; a CPU whose fused multiply-add rounds
+    # differently may move a pixel by one level, never more, and rarely.
+    diff = (got.int() - want.int()).abs()
+    assert got.shape == want.shape and got.dtype == torch.uint8, what
+    assert diff.max() <= 1 and (diff > 0).float().mean() <= 1e-3, \
+        f"{what}: {int((diff > 0).sum())} pixels differ from torchvision, by up to {int(diff.max())}"
+
+
+@pytest.mark.parametrize("name", A.OPERATIONS)
+def test_every_operation_at_every_level_matches_torchvision(name):
+    images = _images()
+    table = A.levels(name)
+    strengths = [0.0] if table is None else sorted({s * float(v) for v in table
+                                                    for s in ((1, -1) if name in A.SIGNED else (1,))})
+    k = A.OPERATIONS.index(name)
+    for m in strengths:
+        got = A.apply(images, torch.full((len(images),), k), torch.full((len(images),), m, dtype=torch.float64))
+        want = torch.stack([_torchvision(img, name, m) for img in images])
+        _close(got, want, f"{name} at magnitude {m}")
+
+
+def test_each_image_gets_its_own_operation():
+    images = _images().repeat(4, 1, 1, 1)  # 120 images: every operation drawn several times
+    op, magnitude = A.draw(len(images), torch.Generator().manual_seed(3))
+    assert len(set(op.tolist())) == len(A.OPERATIONS)
+    got = A.apply(images, op, magnitude)
+    want = torch.stack([_torchvision(img, A.OPERATIONS[k], float(m)) for img, k, m in zip(images, op, magnitude)])
+    _close(got, want, "a batch of mixed operations")
+
+
+def test_the_draws_follow_the_policy():
+    n = 70_000
+    op, magnitude = A.draw(n, torch.Generator().manual_seed(0))
+    counts = torch.bincount(op, minlength=len(A.OPERATIONS)).double()
+    expected = n / len(A.OPERATIONS)
+    assert (counts - expected).abs().max() < 5 * math.sqrt(expected), f"operations not uniform: {counts.tolist()}"
+    for k, name in enumerate(A.OPERATIONS):
+        mine = magnitude[op == k]
+        table = A.levels(name)
+        if table is None:
+            assert (mine == 0).all(), name
+            continue
+        assert set(mine.abs().unique().tolist()) <= set(table.abs().tolist()), f"{name}: strengths off its table"
+        if name in A.SIGNED:
+            negative = (mine < 0).double().mean()
+            assert abs(negative - 0.5 * (1 - 1 / A.LEVELS)) < 0.03, f"{name}: {negative:.3f} negative"
+        else:
+            assert (mine >= 0).all(), f"{name} has no sign"
+        # every level is drawn, about equally often
+        level_counts = torch.stack([(mine.abs() == v).sum() for v in table.abs().unique()])
+        assert len(level_counts) == len(table.abs().unique()) and level_counts.min() > 0, name
+
+
+def test_seeded_generator_repeats_and_the_images_change():
+    images = _images()
+    a = A.trivial_augment(images, torch.Generator().manual_seed(5))
+    b = A.trivial_augment(images, torch.Generator().manual_seed(5))
+    c = A.trivial_augment(images, torch.Generator().manual_seed(6))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert a.shape == images.shape and a.dtype == torch.uint8
+    assert (a != images).flatten(1).any(1).float().mean() > 0.5, "most images should be changed"
+
+
+def test_bad_input_names_the_problem():
+    with pytest.raises(ValueError, match="uint8"):
+        A.trivial_augment(torch.rand(4, 3, 32, 32))
+    with pytest.raises(ValueError, match="CPU"):
+        A.apply(_images(), torch.zeros(30, dtype=torch.int64).to("meta"), torch.zeros(30, dtype=torch.float64))
+
+
+def test_the_loader_applies_it_per_seed_and_epoch():
+    data = cdata.synthetic_cifar(n_train=256, n_test=1)
+
+    def batches(policy, epoch):
+        loader = cdata.BatchLoader(data.train_images, data.train_labels, 64, shuffle=True, augment=True,
+                                   policy=policy, seed=1)
+        loader.set_epoch(epoch)
+        return torch.cat([x for x, _ in loader])
+
+    assert torch.equal(batches("trivial", 0), batches("trivial", 0))  # a resumed run sees the same batches
+    assert not torch.equal(batches("trivial", 0), batches("trivial", 1))
+    assert not torch.equal(batches("trivial", 0), batches(None, 0))
+    with pytest.raises(ValueError, match="trivial"):
+        cdata.BatchLoader(data.train_images, data.train_labels, 64, policy="trivialaugment")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_pipeline_never_waits_for_the_device():
+    """One step of the gpu recipe's pipeline (loader, crop and flip, TrivialAugment, normalise,
+    MixUp/CutMix, forward, backward, clipping, AdamW, schedule) with CUDA's sync check set to error."""
+    from course_utils.references.regularization import soft_cross_entropy
+    from course_utils.training.recipes import RECIPES, build_model
+    from course_utils.training.trainer import Trainer, _mixer, lr_factor, make_optimizer
+
+    recipe = RECIPES["gpu"]
+    data = cdata.synthetic_cifar(n_train=1024, n_test=1)
+    device = torch.device("cuda")
+    loader = cdata.BatchLoader(data.train_images, data.train_labels, recipe.batch_size, shuffle=True, augment=True,
+                               policy=recipe.policy, drop_last=True, device=device, channels_last=True)
+    model = build_model(recipe).to(device).to(memory_format=torch.channels_last)
+    trainer = Trainer(model, make_optimizer(recipe, model), lr_factor=lr_factor("cosine", 100, 10),
+                      grad_clip=recipe.grad_clip, amp_dtype=torch.bfloat16)
+    mix = _mixer(recipe, 10, torch.Generator().manual_seed(1))
+    batches = iter(loader)  # the epoch's order moves to the device once, here
+    x, y = next(batches)
+    for step in range(3):  # the first step allocates and picks kernels; the later ones are checked
+        torch.cuda.synchronize()
+        if step:
+            torch.cuda.set_sync_debug_mode("error")
+        try:
+            x, target = mix(x, y)
+            with trainer.autocast():
+                logits = trainer.net(x)
+            trainer.update(soft_cross_entropy(logits.float(), target))
+            x, y = next(batches)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
