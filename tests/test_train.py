@@ -66,6 +66,22 @@ def test_killed_run_resumes_and_matches_uninterrupted_run(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_time_limit_stops_between_epochs_and_the_same_command_continues(tmp_path):
+    """--stop-after-minutes: a lent machine's fixed time split over several calls of one command."""
+    from course_utils.training.trainer import train
+
+    whole = train("smoke", tmp_path / "whole", fast=True, log=lambda *_: None)
+    lines: list[str] = []
+    first = train("smoke", tmp_path / "split", fast=True, stop_after_s=1e-3, log=lines.append)
+    assert first["epochs_done"] == 1 and "test_acc" not in first  # stopped after its first epoch
+    assert any("stopping after epoch 1" in line and "run the same command again" in line for line in lines)
+    rest = train("smoke", tmp_path / "split", fast=True, stop_after_s=3600, log=lines.append)
+    assert rest["epochs_done"] == whole["epochs_done"] == 3
+    assert _metrics(rest["history"]) == _metrics(whole["history"]) and rest["test_acc"] == whole["test_acc"]
+    proc = _run(["--out", str(tmp_path / "cli"), "--stop-after-minutes", "0.00001"])
+    assert proc.returncode == 0 and "stopping after epoch 1" in proc.stdout, proc.stderr[-3000:]
+
+
 @pytest.mark.slow
 def test_two_processes_match_one_on_the_same_global_batch(tmp_path):
     common = ["--set", "augment=false", "fast_epochs=2"]  # augmentation draws differ per process

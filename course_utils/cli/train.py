@@ -3,6 +3,7 @@
     python -m course_utils.cli.train --recipe cpu --out runs/cpu            # train, resume if interrupted
     python -m course_utils.cli.train --recipe cpu --set lr=1e-3 policy=trivial
     python -m course_utils.cli.train --recipe laptop --train-images 10000 --result ch07_vit_laptop
+    python -m course_utils.cli.train --recipe gpu --stop-after-minutes 9   # again and again until done
     torchrun --nproc_per_node 2 -m course_utils.cli.train --recipe cpu ...  # DistributedDataParallel
 
 The recipes: ``training/recipes.py``; the loop: ``training/trainer.py``.
@@ -32,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="cut the training split to N images (seeded; validation and test stay whole)")
     parser.add_argument("--device", default=None)
     parser.add_argument("--stop-after", type=int, default=None, help="train at most this many epochs now")
+    parser.add_argument("--stop-after-minutes", type=float, default=None, metavar="M",
+                        help="stop after the last epoch that ends within M minutes (run again to continue)")
     args = parser.parse_args(argv)
     recipe = dataclasses.replace(RECIPES[args.recipe])
     if args.epochs:
@@ -48,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         data = subset(split_validation(raw, val_size=recipe.val_size, seed=recipe.seed), args.train_images, None,
                       seed=recipe.seed)
     train(recipe, args.out or f"runs/{recipe.name}", fast=args.fast, data=data, result_name=args.result,
-          device=args.device, max_epochs_this_call=args.stop_after)
+          device=args.device, max_epochs_this_call=args.stop_after,
+          stop_after_s=None if args.stop_after_minutes is None else 60 * args.stop_after_minutes)
     return 0
 
 

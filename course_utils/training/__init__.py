@@ -1,6 +1,7 @@
 """Training: data, typed configs and the one trainer, with what trains through it.
 
-- ``data``: CIFAR-10 loading, caching, the validation split, batch augmentation;
+- ``data``: CIFAR-10 loading, caching, the validation split, batch loading with crop and flip;
+- ``augment``: TrivialAugment per image on whole batches (the ``policy="trivial"`` of a recipe);
 - ``recipes``: ``Recipe`` (one typed config per run), ``RECIPES``, checked ``--set`` overrides;
 - ``trainer``: ``Trainer`` (step, epoch, evaluation, checkpoint, resume) and ``train`` (a
   CIFAR-10 run); the only module that calls ``.backward()``;

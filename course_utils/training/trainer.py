@@ -389,7 +389,7 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
           device: str | torch.device | None = None, result_name: str | None = None,
           log: Callable[[str], None] = print, max_epochs_this_call: int | None = None,
           evaluate_test: bool = True, on_epoch: Callable[[dict], None] | None = None,
-          model: nn.Module | None = None) -> dict:
+          model: nn.Module | None = None, stop_after_s: float | None = None) -> dict:
     """Train ``recipe`` into ``out_dir`` (resuming from its checkpoint) and return the summary.
 
     ``model`` trains a network of your own (e.g. chapter 7's ``ViT``, ``images (B, 3, 32, 32) ->
@@ -398,7 +398,9 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
     ``fast`` trains on a subset (``fast_train`` images, ``fast_epochs`` epochs), falling back
     to synthetic data when CIFAR-10 is absent.  ``result_name`` also writes
     ``results/<result_name>.json`` with provenance.  ``max_epochs_this_call`` stops early
-    (the checkpoint lets the next call continue), e.g. to show resuming.  ``evaluate_test=False``
+    (the checkpoint lets the next call continue), e.g. to show resuming; ``stop_after_s`` stops after
+    the epoch past which another like it would end later than that many seconds into this call (a
+    machine lent for a fixed time: the next call continues).  ``evaluate_test=False``
     skips the test set (sweeps compare on validation only).  ``on_epoch(record)`` is called after
     each epoch's checkpoint; it may raise to stop the run (e.g. a search pruning a trial).
     """
@@ -460,6 +462,7 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
         log(f"{recipe.name}: {count_parameters(model) / 1e6:.2f}M parameters, {len(data.train_images)} training "
             f"images ({data.source}), {epochs} epochs x {len(loader)} steps, device {device}, world {world}")
     stop_at = epochs if max_epochs_this_call is None else min(epochs, state["epoch"] + max_epochs_this_call)
+    call_start = time.perf_counter()
     for epoch in range(state["epoch"], stop_at):
         start = time.perf_counter()
         loader.set_epoch(epoch)
@@ -485,6 +488,11 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
             if on_epoch is not None:
                 on_epoch(record)
         _barrier(world)
+        now = time.perf_counter()
+        if stop_after_s is not None and epoch + 1 < stop_at and (now - call_start) + (now - start) > stop_after_s:
+            log(f"stopping after epoch {epoch + 1}: another would end after {stop_after_s:.0f} s; "
+                "run the same command again to continue from the checkpoint")
+            break
 
     summary: dict = {"recipe": recipe.to_dict(), "fast": fast, "epochs_done": state["epoch"], "epochs": epochs,
                      "history": state["history"], "best_val_acc": state["best_val"], "dataset": data.source,
