@@ -83,6 +83,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.kv_cache
 	$(PY) -m benchmarks.token_grid
 	$(PY) -m benchmarks.data_pipeline
+	$(PY) -m benchmarks.trivial_augment
 	$(PY) -m benchmarks.vit_throughput
 
 # Every chapter in full mode, cell by cell (the Setup page's table); run it on a quiet machine.
@@ -118,10 +119,11 @@ train-gpu: $(STAMP)
 
 # On a machine with a CUDA GPU: the tests' GPU paths (the reference implementations against PyTorch's own
 # in float32, bf16 and fp16; a training step that never waits for the device) and where the gpu
-# recipe's step time goes (results/bench_gpu_pipeline.json).
+# recipe's step time goes (results/bench_gpu_pipeline.json, results/bench_trivial_augment.json).
 gpu-check: $(STAMP)
 	$(PY) -m pytest tests/test_references_on_devices.py tests/test_attention_kernels.py tests/test_augment.py -q
 	$(PY) -m benchmarks.gpu_pipeline
+	$(PY) -m benchmarks.trivial_augment
 
 # One GPU for MINUTES minutes: the gpu recipe cut to the epochs that fit, and the full run's time projected.
 MINUTES ?= 6

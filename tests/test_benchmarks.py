@@ -163,3 +163,15 @@ def test_gpu_pipeline_times_every_part_and_the_whole_step(tmp_path):
     assert 0.3 < saved["parts"]["in a row"]["share_of_whole"] < 3 and saved["window"] == 3
     assert saved["in_a_row_images_per_s"] == pytest.approx(
         saved["batch_size"] / saved["parts"]["in a row"]["median_s"], rel=1e-3)
+
+
+def test_trivial_augment_benchmark_times_the_three_ways(tmp_path):
+    from benchmarks import trivial_augment
+
+    out = trivial_augment.main(["--device", "cpu", "--batch", "32", "--rounds", "1", "--repeats", "1",
+                                "--out-dir", str(tmp_path)])
+    saved = json.loads((tmp_path / "bench_trivial_augment.json").read_text())["data"]
+    assert saved == json.loads(json.dumps(out))
+    assert set(saved["ms_per_batch"]) == {"torchvision, per image", "torchvision, per group of 16", "course, per image"}
+    assert all(ms > 0 for ms in saved["ms_per_batch"].values())
+    assert saved["ratio_to_course"]["course, per image"] == 1.0 and saved["device"] == "cpu"

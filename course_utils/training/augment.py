@@ -4,11 +4,12 @@ TrivialAugment (Müller & Hutter, 2021; torchvision's ``TrivialAugmentWide``) gi
 operation drawn uniformly from fourteen, at a strength drawn uniformly from 31 levels (and a random
 sign where the operation has one).  torchvision's transform draws one operation per call, for
 everything it is given: applied to a batch, every image would get the same one.  ``trivial_augment``
-draws per image and applies all fourteen operations to the whole batch with per-image strengths,
-then keeps each image's own: a few dozen whole-batch tensor operations, the same number whatever the
-batch size, and no step that makes the GPU wait for the host (no ``.item()``, no boolean-mask
-indexing).  Each operation matches torchvision's functional one (``tests/test_augment.py`` checks
-every operation at every level against ``torchvision.transforms.v2.functional``).
+draws per image, sorts the batch by operation and runs each operation once on its own images with
+their own strengths (the five geometric ones as one resampling): about a dozen calls whatever the
+batch size, none of which makes the host wait for a GPU (nothing is read back, no boolean-mask
+indexing, every copy to the device queued).  Each operation gives what torchvision's functional one
+gives (``tests/test_augment.py`` checks every operation at every level against
+``torchvision.transforms.v2.functional``).
 """
 from __future__ import annotations
 
@@ -181,7 +182,7 @@ def apply(images: Tensor, op: Tensor, magnitude: Tensor) -> Tensor:
 
     The images are sorted by operation (the order is worked out on the CPU, where the draws are), so
     each operation runs once on its own images and the geometric ones share one resampling; the
-    device receives one index copy and returns nothing to the host.
+    device receives small copies the host does not wait for, and nothing is read back.
     """
     if op.device.type != "cpu" or magnitude.device.type != "cpu":
         raise ValueError("augment.apply: op and magnitude must be on the CPU (as draw() makes them)")
