@@ -112,6 +112,7 @@ def test_seeded_generator_repeats_and_the_images_change():
     c = A.trivial_augment(images, torch.Generator().manual_seed(6))
     assert torch.equal(a, b) and not torch.equal(a, c)
     assert a.shape == images.shape and a.dtype == torch.uint8
+    assert A.trivial_augment(images[:0]).shape == (0, 3, 32, 32)  # an empty batch stays empty
     assert (a != images).flatten(1).any(1).float().mean() > 0.5, "most images should be changed"
 
 

@@ -186,6 +186,8 @@ def apply(images: Tensor, op: Tensor, magnitude: Tensor) -> Tensor:
     """
     if op.device.type != "cpu" or magnitude.device.type != "cpu":
         raise ValueError("augment.apply: op and magnitude must be on the CPU (as draw() makes them)")
+    if len(images) == 0:
+        return images.clone()
     device = images.device
     order = torch.argsort(op, stable=True)
     counts = torch.bincount(op, minlength=len(OPERATIONS)).tolist()
