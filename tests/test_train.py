@@ -119,3 +119,15 @@ def test_set_overrides_parse_their_help_example_and_check_types():
                       ("augment=3", "expects bool"), ("epochs=None", "not optional")]:
         with pytest.raises(ValueError, match=says):
             apply_overrides(RECIPES["cpu"], [bad])
+
+
+def test_trainer_accepts_a_compiled_net():
+    """The gpu recipe compiles its model: the trainer must keep the compiled wrapper (which has no truth value)."""
+    from torch import nn
+
+    from course_utils.training.trainer import Trainer
+
+    model = nn.Linear(4, 2)
+    net = torch.compile(model)
+    trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), net=net)
+    assert trainer.net is net and Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1)).net is model

@@ -60,7 +60,7 @@ class Trainer:
                  amp_dtype: torch.dtype | None = None, net: nn.Module | None = None, eval_flip: bool = False):
         self.model, self.optimizer, self.grad_clip, self.amp_dtype = model, optimizer, grad_clip, amp_dtype
         self.eval_flip = eval_flip
-        self.net = net or model
+        self.net = model if net is None else net  # not `net or model`: a compiled module has no truth value
         self.device = next(model.parameters()).device
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor) if lr_factor else None
         self.scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype == torch.float16 and self.device.type == "cuda")
