@@ -11,7 +11,8 @@ time than that, this script still measures what the question needs:
    epoch gives the steady time per epoch (the first holds the start-up: kernel selection, caches);
 2. the recipe with its epoch count (and warm-up, in proportion) cut so that the run and its test
    evaluation end before the deadline; every other ingredient unchanged;
-3. ``results/ch08_vit_gpu_short.json`` (``..._seed<s>.json`` for seed s > 0): the run (trainer's summary: history, test accuracy with
+3. ``results/ch08_vit_gpu_short.json`` (``..._seed<s>.json`` for seed s > 0; ``ch08_vit_gpu.json``,
+   ``make train-gpu``'s result, when the full epochs fit): the run (trainer's summary: history, test accuracy with
    the recipe's views, hardware) plus ``budget``: the probe's seconds per epoch, the deadline's
    seconds, and the full recipe's 300 epochs projected at the run's mean time per epoch.
 
@@ -33,6 +34,7 @@ from course_utils.training.recipes import RECIPES
 from course_utils.training.trainer import train
 
 RESULT = "ch08_vit_gpu_short"
+FULL_RESULT = "ch08_vit_gpu"  # what make train-gpu writes: the recipe's full epochs
 RESERVE_S = 45  # after the last epoch: the test set's views, the best weights saved, the result written
 SAFETY = 1.08  # epochs run a little slower than the probe's (the validation's share varies)
 
@@ -57,7 +59,8 @@ def main() -> None:
     parser.add_argument("--recipe", default="gpu", help="the recipe to cut (default gpu)")
     parser.add_argument("--compile", action="store_true", help="keep the recipe's torch.compile")
     parser.add_argument("--out", default="runs/gpu_short")
-    parser.add_argument("--result", default=None, help=f"default {RESULT}, or {RESULT}_seed<s>")
+    parser.add_argument("--result", default=None, help=f"a cut's result (default {RESULT}, or {RESULT}_seed<s>); "
+                        f"a run of the full epochs is always {FULL_RESULT}[_seed<s>]")
     args = parser.parse_args()
     result = args.result or (RESULT if args.seed == 0 else f"{RESULT}_seed{args.seed}")
     start = time.time()
@@ -77,7 +80,11 @@ def main() -> None:
               f"{deadline - time.time():.0f} s left", flush=True)
     else:
         deadline, epoch_s, epochs = None, None, args.epochs
-    recipe = dataclasses.replace(base, name=f"{full.name}_short", epochs=epochs,
+    if epochs == full.epochs:
+        # the whole schedule fitted: this is the recipe's own run (make train-gpu's result), not a cut
+        result = FULL_RESULT if args.seed == 0 else f"{FULL_RESULT}_seed{args.seed}"
+    recipe = dataclasses.replace(base, name=full.name if epochs == full.epochs else f"{full.name}_short",
+                                 epochs=epochs,
                                  warmup_epochs=max(1.0, round(full.warmup_epochs * epochs / full.epochs, 1)))
     out = args.out if args.seed == 0 else f"{args.out}_seed{args.seed}"
     train(recipe, out, data=data, result_name=result)
