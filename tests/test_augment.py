@@ -1,12 +1,15 @@
 """TrivialAugment on whole batches (course_utils.training.augment): every operation at every strength
 gives what torchvision's own functional operation gives, each image keeps its own draw, the draws
-follow the policy's distribution, and (on a GPU) one training step's pipeline never waits for the device."""
+follow the policy's distribution, and one training step's pipeline never waits for the device (on a
+GPU, with CUDA's own check; everywhere, on PyTorch's shape-only ``meta`` device with a watcher)."""
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torchvision.transforms.v2 import functional as TF
 
 from course_utils.training import augment as A
@@ -139,34 +142,100 @@ def test_the_loader_applies_it_per_seed_and_epoch():
         cdata.BatchLoader(data.train_images, data.train_labels, 64, policy="trivialaugment")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_gpu_pipeline_never_waits_for_the_device():
-    """One step of the gpu recipe's pipeline (loader, crop and flip, TrivialAugment, normalise,
-    MixUp/CutMix, forward, backward, clipping, AdamW, schedule) with CUDA's sync check set to error."""
+class _WaitWatch(TorchDispatchMode):
+    """Records what would make the host wait for a GPU, on a stand-in device (PyTorch's ``meta``, which
+    keeps shapes and no values, so this runs on any machine): a copy from the CPU that is not
+    ``non_blocking``, and a Python number written into a device tensor (``t[i] = 5.0``: on CUDA a
+    blocking copy).  Reading a value back (``.item()``, ``.tolist()``, boolean-mask indexing,
+    ``nonzero``) needs values, so on ``meta`` it raises by itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.waits: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        aten = torch.ops.aten
+        if func is aten._to_copy.default:
+            device = kwargs.get("device")
+            if (args[0].device.type == "cpu" and device is not None and torch.device(device).type != "cpu"
+                    and not kwargs.get("non_blocking", False)):
+                self.waits.append(f"a blocking copy of a {tuple(args[0].shape)} tensor to the device")
+        elif func is aten.copy_.default:
+            non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
+            if args[1].device.type == "cpu" and args[0].device.type != "cpu" and not non_blocking:
+                self.waits.append(f"a blocking copy_ of a {tuple(args[1].shape)} tensor into a device tensor")
+        elif func is aten.scalar_tensor.default and torch.device(kwargs.get("device") or "cpu").type != "cpu":
+            self.waits.append(f"the Python number {args[0]} written into a device tensor")
+        return func(*args, **kwargs)
+
+
+def _gpu_recipe_step(device: torch.device, check) -> None:
+    """Three steps of the gpu recipe's pipeline (loader, crop and flip, TrivialAugment, normalise,
+    MixUp/CutMix, forward, backward, clipping, AdamW, schedule) on ``device``; ``check()`` is a context
+    manager entered for the second and third steps (the first allocates and picks kernels)."""
     from course_utils.references.regularization import soft_cross_entropy
     from course_utils.training.recipes import RECIPES, build_model
     from course_utils.training.trainer import Trainer, _mixer, lr_factor, make_optimizer
 
     recipe = RECIPES["gpu"]
     data = cdata.synthetic_cifar(n_train=1024, n_test=1)
-    device = torch.device("cuda")
     loader = cdata.BatchLoader(data.train_images, data.train_labels, recipe.batch_size, shuffle=True, augment=True,
                                policy=recipe.policy, drop_last=True, device=device, channels_last=True)
     model = build_model(recipe).to(device).to(memory_format=torch.channels_last)
     trainer = Trainer(model, make_optimizer(recipe, model), lr_factor=lr_factor("cosine", 100, 10),
-                      grad_clip=recipe.grad_clip, amp_dtype=torch.bfloat16)
+                      grad_clip=recipe.grad_clip, amp_dtype=torch.bfloat16 if device.type == "cuda" else None)
     mix = _mixer(recipe, 10, torch.Generator().manual_seed(1))
     batches = iter(loader)  # the epoch's order moves to the device once, here
     x, y = next(batches)
-    for step in range(3):  # the first step allocates and picks kernels; the later ones are checked
+    for step in range(3):
+        with check(step):
+            x, target = mix(x, y)
+            # autocast has no meta device: there the forward pass runs in float32
+            with trainer.autocast() if device.type == "cuda" else contextlib.nullcontext():
+                logits = trainer.net(x)
+            trainer.update(soft_cross_entropy(logits.float(), target))
+            x, y = next(batches)
+
+
+def test_pipeline_never_waits_for_the_device_on_a_stand_in():
+    """The GPU test's three steps on ``meta``, watched: no blocking copy, no number written into a device
+    tensor, nothing read back (which would raise on ``meta``); the watcher itself catches each kind."""
+    watch = _WaitWatch()
+
+    def check(step):
+        return watch if step else contextlib.nullcontext()
+
+    try:
+        _gpu_recipe_step(torch.device("meta"), check)
+    except (RuntimeError, NotImplementedError) as error:  # meta has no values to read back
+        pytest.fail(f"the training step reads a value back from the device (or uses an operation that has no "
+                    f"meta kernel): {error}")
+    assert not watch.waits, "the training step would make the host wait for the GPU: " + "; ".join(watch.waits)
+    # the watcher sees each way of waiting it looks for
+    with _WaitWatch() as seen:
+        kernel = torch.ones(3, 3, device="meta")
+        kernel[1, 1] = 5.0
+        torch.arange(3).to("meta")
+        torch.zeros(3, device="meta").copy_(torch.arange(3))
+        torch.arange(3).to("meta", non_blocking=True)  # queued: not a wait
+    assert len(seen.waits) == 3, seen.waits
+    with pytest.raises(Exception):  # reading back needs values that meta does not have
+        torch.ones(3, device="meta").sum().item()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_pipeline_never_waits_for_the_device():
+    """The same three steps on CUDA with CUDA's own sync check set to error for the second and third."""
+
+    @contextlib.contextmanager
+    def check(step):
         torch.cuda.synchronize()
         if step:
             torch.cuda.set_sync_debug_mode("error")
         try:
-            x, target = mix(x, y)
-            with trainer.autocast():
-                logits = trainer.net(x)
-            trainer.update(soft_cross_entropy(logits.float(), target))
-            x, y = next(batches)
+            yield
         finally:
             torch.cuda.set_sync_debug_mode("default")
+
+    _gpu_recipe_step(torch.device("cuda"), check)

@@ -104,9 +104,10 @@ def _grey(images: Tensor) -> Tensor:
 def _sharpness(images: Tensor, rest: Tensor) -> Tensor:
     """Blend with a 3x3 smoothed copy (border pixels kept), as torchvision's ``adjust_sharpness``."""
     c = images.shape[1]
-    kernel = torch.ones(3, 3, device=images.device)
-    kernel[1, 1] = 5.0
-    kernel /= 13.0
+    # made on the CPU and copied without waiting: writing a Python number into a GPU tensor
+    # (kernel[1, 1] = 5.0 there) is a blocking copy
+    kernel = torch.tensor([[1.0, 1.0, 1.0], [1.0, 5.0, 1.0], [1.0, 1.0, 1.0]]).div_(13.0)
+    kernel = kernel.to(images.device, non_blocking=True)
     out = images.float()
     smooth = F.conv2d(out, kernel.expand(c, 1, 3, 3), groups=c).round_()
     inner = out[..., 1:-1, 1:-1]
