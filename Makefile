@@ -119,10 +119,13 @@ train-gpu: $(STAMP)
 
 # On a machine with a CUDA GPU: the tests' GPU paths (the reference implementations against PyTorch's own
 # in float32, bf16 and fp16; a training step that never waits for the device) and where the gpu
-# recipe's step time goes (results/bench_gpu_pipeline.json, results/bench_trivial_augment.json).
+# recipe's step time goes, profiled, without torch.compile, with it, and with it and CUDA graphs
+# (results/bench_gpu_pipeline*.json), and TrivialAugment's ways side by side (results/bench_trivial_augment.json).
 gpu-check: $(STAMP)
 	$(PY) -m pytest tests/test_references_on_devices.py tests/test_attention_kernels.py tests/test_augment.py -q
-	$(PY) -m benchmarks.gpu_pipeline
+	$(PY) -m benchmarks.gpu_pipeline --profile
+	$(PY) -m benchmarks.gpu_pipeline --profile --compile
+	$(PY) -m benchmarks.gpu_pipeline --profile --compile-mode reduce-overhead
 	$(PY) -m benchmarks.trivial_augment
 
 # One GPU for MINUTES minutes: the gpu recipe cut to the epochs that fit, and the full run's time projected.

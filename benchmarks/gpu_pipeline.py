@@ -21,7 +21,14 @@ every part once, in this order, each to its end (``torch.cuda.synchronize`` befo
 
 Per part: the median seconds over the rounds and its share of ``whole``'s median, the ratios taken
 within one run on one machine; the images per second are ``in a row``'s.  Writes
-``results/bench_gpu_pipeline.json`` (``--out-dir`` elsewhere).
+``results/bench_gpu_pipeline.json`` (``bench_gpu_pipeline_compile[_<mode>].json`` with
+``--compile``/``--compile-mode``; ``--out-dir`` elsewhere).
+
+``--profile`` also runs one ``in a row`` window under ``torch.profiler`` and records, per step, the
+wall time, the time the device spent in kernels and copies (``device_busy``: near 1, the device is
+the limit and its kernels must get faster or fewer; well below 1, the host cannot queue work fast
+enough and fewer, larger launches help: ``torch.compile``, CUDA graphs), the number of kernels
+launched, and the operations that took the most device (on a CPU, host) time.
 """
 from __future__ import annotations
 
@@ -51,15 +58,56 @@ def _endless(loader: cdata.BatchLoader):
         epoch += 1
 
 
+def _profile(window, sync, steps: int, device: torch.device, top: int = 10) -> dict:
+    """One call of ``window`` (``steps`` steps in a row) under torch.profiler: per step, the wall time,
+    the device's busy share (its kernels' and copies' own time over the wall time; None on a CPU),
+    the kernels launched (both None where the profiler sees no device events), and the ``top`` host
+    operations by their own device (on a CPU, host) time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    on_gpu = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    sync()
+    with profile(activities=activities) as prof:
+        start = time.perf_counter()
+        window()
+        sync()
+        wall = time.perf_counter() - start
+    events = prof.key_averages()
+
+    def own(e) -> float:  # microseconds of the operation's own time where it ran
+        if on_gpu:
+            return getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0.0)
+        return e.self_cpu_time_total
+
+    # the device's own time of every kernel and copy (each appears once among the events, under its own name)
+    device_events = [e for e in events if on_gpu and str(getattr(e, "device_type", "")).endswith("CUDA")]
+    device_us = sum(own(e) for e in device_events)
+    # the host's operations, ranked by their own device time on a GPU (the kernels each launched
+    # directly): readable names where the kernels' own are a library's
+    ranked = sorted((e for e in events if e not in device_events), key=own, reverse=True)[:top]
+    seen = bool(device_events)  # without CUPTI the profiler sees no device events: say so, not 0
+    return {"steps": steps, "wall_ms_per_step": round(1000 * wall / steps, 3),
+            "device_busy": round(device_us / 1e6 / wall, 3) if seen else None,
+            "kernels_per_step": round(sum(e.count for e in device_events) / steps) if seen else None,
+            "device_events_seen": seen,
+            "top": [{"name": e.key, "ms_per_step": round(own(e) / 1000 / steps, 3), "calls_per_step": e.count / steps}
+                    for e in ranked]}
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipe", default="gpu")
     parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument("--window", type=int, default=10, help="steps queued back to back in 'in a row'")
     parser.add_argument("--compile", action="store_true", help="run the step through the recipe's torch.compile")
+    parser.add_argument("--compile-mode", default=None,
+                        help="torch.compile's mode (e.g. reduce-overhead, max-autotune); implies --compile")
+    parser.add_argument("--profile", action="store_true", help="also profile one window of steps in a row")
     parser.add_argument("--out-dir", type=Path, default=None, help="write the result here instead of results/")
     args = parser.parse_args(argv)
-    recipe = dataclasses.replace(RECIPES[args.recipe], compile=RECIPES[args.recipe].compile and args.compile)
+    compiled = args.compile or args.compile_mode is not None
+    recipe = dataclasses.replace(RECIPES[args.recipe], compile=compiled, compile_mode=args.compile_mode)
     device = pick_device()
 
     def sync() -> None:
@@ -76,7 +124,7 @@ def main(argv: list[str] | None = None) -> dict:
     model = build_model(recipe).to(device)
     if recipe.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    net = torch.compile(model) if recipe.compile else model
+    net = torch.compile(model, mode=recipe.compile_mode) if recipe.compile else model
     steps = (args.rounds + 3) * (args.window + 2)
     trainer = Trainer(model, make_optimizer(recipe, model), lr_factor=lr_factor(recipe.schedule, 10 * steps, steps),
                       grad_clip=recipe.grad_clip, amp_dtype=choose_amp(recipe, model, device, print), net=net)
@@ -117,22 +165,32 @@ def main(argv: list[str] | None = None) -> dict:
             if r >= 2:
                 seconds[name].append((time.perf_counter() - start) / (args.window if name == "in a row" else 1))
 
+    profile = _profile(in_a_row, sync, args.window, device) if args.profile else None
     whole_s = statistics.median(seconds["whole"])
     row_s = statistics.median(seconds["in a row"])
     rows = {name: {"median_s": round(statistics.median(s), 6), "share_of_whole": round(statistics.median(s) / whole_s, 3)}
             for name, s in seconds.items()}
     out = {"recipe": recipe.name, "batch_size": recipe.batch_size, "policy": recipe.policy, "rounds": args.rounds,
            "window": args.window,
-           "compile": recipe.compile, "amp": str(trainer.amp_dtype).replace("torch.", "") if trainer.amp_dtype else "float32",
+           "compile": recipe.compile, "compile_mode": recipe.compile_mode, "amp": str(trainer.amp_dtype).replace("torch.", "") if trainer.amp_dtype else "float32",
            "device": str(device), "parts": rows,
            "whole_images_per_s": round(recipe.batch_size / whole_s, 1),
            "in_a_row_images_per_s": round(recipe.batch_size / row_s, 1),
-           "parts_sum_over_whole": round(sum(rows[n]["median_s"] for n in ("batch", "mix", "step")) / whole_s, 3)}
+           "parts_sum_over_whole": round(sum(rows[n]["median_s"] for n in ("batch", "mix", "step")) / whole_s, 3),
+           "profile": profile}
     for name, row in rows.items():
         print(f"{name:18s} {row['median_s'] * 1000:8.2f} ms  {row['share_of_whole']:6.2f} of a whole step")
     print(f"steps in a row: {out['in_a_row_images_per_s']:.0f} images/s (a step alone: {out['whole_images_per_s']:.0f}); "
           f"batch + mix + step = {out['parts_sum_over_whole']:.2f} of a step alone")
-    path = write_result("bench_gpu_pipeline", out, dataset=raw.source, directory=args.out_dir)
+    if profile is not None:
+        busy = ("not seen (a CPU, or no CUDA profiling here)" if profile["device_busy"] is None
+                else f"{profile['device_busy']:.2f}")
+        print(f"profiled window: {profile['wall_ms_per_step']:.2f} ms per step, device busy {busy}, "
+              f"{profile['kernels_per_step']} kernels per step; most time: "
+              + ", ".join(f"{op['name']} {op['ms_per_step']:.2f} ms" for op in profile["top"][:5]))
+    name = "bench_gpu_pipeline" if not recipe.compile else (
+        "bench_gpu_pipeline_compile" + (f"_{recipe.compile_mode.replace('-', '_')}" if recipe.compile_mode else ""))
+    path = write_result(name, out, dataset=raw.source, directory=args.out_dir)
     print(f"written {path}")
     return out
 

@@ -58,6 +58,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--recipe", default="gpu", help="the recipe to cut (default gpu)")
     parser.add_argument("--compile", action="store_true", help="keep the recipe's torch.compile")
+    parser.add_argument("--compile-mode", default=None,
+                        help="torch.compile's mode (e.g. reduce-overhead: CUDA graphs); implies --compile")
     parser.add_argument("--out", default="runs/gpu_short")
     parser.add_argument("--result", default=None, help=f"a cut's result (default {RESULT}, or {RESULT}_seed<s>); "
                         f"a run of the full epochs is always {FULL_RESULT}[_seed<s>]")
@@ -66,7 +68,9 @@ def main() -> None:
     start = time.time()
 
     full = RECIPES[args.recipe]
-    base = dataclasses.replace(full, compile=full.compile and args.compile, seed=args.seed)
+    compiled = full.compile and (args.compile or args.compile_mode is not None)
+    base = dataclasses.replace(full, compile=compiled, compile_mode=args.compile_mode if compiled else None,
+                               seed=args.seed)
     raw = cdata.load_cifar10()
     data = cdata.split_validation(raw, val_size=base.val_size, seed=base.seed)
     if args.epochs is None:
@@ -99,7 +103,7 @@ def main() -> None:
         "script_s": round(time.time() - start, 1),
         # the full recipe at this run's mean time per epoch (its epochs are the full recipe's epochs)
         "full_recipe_projected_h": round(full.epochs * run_epoch_s / 3600, 2),
-        "compile": recipe.compile,
+        "compile": recipe.compile, "compile_mode": recipe.compile_mode,
     }
     write_result(result, stored["data"], dataset=stored["provenance"]["dataset"],
                  split=stored["provenance"].get("split"), wall_time_s=stored["provenance"].get("wall_time_s"),

@@ -153,7 +153,8 @@ def test_gpu_recipe_plans_the_epochs_that_fit_and_refuses_too_little_time():
 def test_gpu_pipeline_times_every_part_and_the_whole_step(tmp_path):
     from benchmarks import gpu_pipeline
 
-    out = gpu_pipeline.main(["--recipe", "smoke", "--rounds", "2", "--window", "3", "--out-dir", str(tmp_path)])
+    out = gpu_pipeline.main(["--recipe", "smoke", "--rounds", "2", "--window", "3", "--profile",
+                             "--out-dir", str(tmp_path)])
     saved = json.loads((tmp_path / "bench_gpu_pipeline.json").read_text())["data"]
     assert set(saved["parts"]) == set(gpu_pipeline.PARTS) == set(out["parts"])
     assert saved["parts"]["whole"]["share_of_whole"] == 1.0
@@ -163,6 +164,12 @@ def test_gpu_pipeline_times_every_part_and_the_whole_step(tmp_path):
     assert 0.3 < saved["parts"]["in a row"]["share_of_whole"] < 3 and saved["window"] == 3
     assert saved["in_a_row_images_per_s"] == pytest.approx(
         saved["batch_size"] / saved["parts"]["in a row"]["median_s"], rel=1e-3)
+    # the profiled window: per-step wall time, the host's costliest operations; no device share on a CPU
+    prof = saved["profile"]
+    assert prof["steps"] == 3 and prof["wall_ms_per_step"] > 0 and prof["device_busy"] is None
+    assert not prof["device_events_seen"] and 0 < len(prof["top"]) <= 10
+    assert all(op["ms_per_step"] >= 0 and op["calls_per_step"] > 0 for op in prof["top"])
+    assert any("mm" in op["name"] or "linear" in op["name"] or "conv" in op["name"] for op in prof["top"])
 
 
 def test_trivial_augment_benchmark_times_the_three_ways(tmp_path):

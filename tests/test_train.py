@@ -131,3 +131,30 @@ def test_trainer_accepts_a_compiled_net():
     net = torch.compile(model)
     trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), net=net)
     assert trainer.net is net and Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1)).net is model
+
+
+def test_recipe_compile_mode_reaches_torch_compile_and_old_checkpoints_resume(tmp_path, monkeypatch):
+    """``compile_mode`` is handed to torch.compile (recorded, not compiled: the mode's effect is a
+    GPU's to measure), and a checkpoint written before the field existed still resumes."""
+    import dataclasses
+
+    from course_utils.training import trainer as T
+    from course_utils.training.recipes import RECIPES
+
+    modes = []
+    monkeypatch.setattr(T.torch, "compile", lambda net, mode=None: modes.append(mode) or net)
+    recipe = dataclasses.replace(RECIPES["smoke"], compile=True, compile_mode="reduce-overhead")
+    T.train(recipe, tmp_path / "run", fast=True, log=lambda *_: None, max_epochs_this_call=1)
+    assert modes == ["reduce-overhead"]
+    # an older checkpoint: its recipe has no compile_mode; the default (None) is what it ran with
+    plain = dataclasses.replace(recipe, compile_mode=None)
+    T.train(plain, tmp_path / "old", fast=True, log=lambda *_: None, max_epochs_this_call=1)
+    ckpt_path = tmp_path / "old" / "checkpoint.pt"
+    ckpt = torch.load(ckpt_path, weights_only=False)
+    del ckpt["recipe"]["compile_mode"]
+    torch.save(ckpt, ckpt_path)
+    lines = []
+    summary = T.train(plain, tmp_path / "old", fast=True, log=lines.append)
+    assert any(line.startswith("resuming smoke from epoch 1") for line in lines) and summary["epochs_done"] == summary["epochs"] > 1
+    with pytest.raises(RuntimeError, match="different recipe"):  # a real difference still refuses
+        T.train(dataclasses.replace(plain, lr=plain.lr * 2), tmp_path / "old", fast=True, log=lambda *_: None)

@@ -47,6 +47,10 @@ class Recipe:
     cutmix_alpha: float = 0.0
     amp: str = "auto"  # "auto", "bf16", "fp16" or "none"
     compile: bool = False
+    # torch.compile's mode when compile is on: None for its default; "reduce-overhead" also replays
+    # the compiled steps as CUDA graphs (one launch for many kernels, for steps the host cannot
+    # launch fast enough), "max-autotune" also searches matmul and conv kernels
+    compile_mode: str | None = None
     channels_last: bool = False
     val_size: int = 5000
     seed: int = 0

@@ -40,7 +40,7 @@ from ..references.vit import count_parameters
 from ..results import machine
 from ..runtime import pick_device, seed_everything
 from . import data as cdata
-from .recipes import RECIPES, Recipe, build_model
+from .recipes import RECIPES, Recipe, as_stored, build_model
 
 __all__ = ["Trainer", "train", "evaluate", "lr_factor", "parameter_groups", "choose_amp", "subset", "plot_history"]
 
@@ -439,7 +439,7 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
 
         net = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
     if recipe.compile:
-        net = torch.compile(net)
+        net = torch.compile(net, mode=recipe.compile_mode)
     trainer = Trainer(model, optimizer, lr_factor=lr_factor(recipe.schedule, total_steps, warmup_steps),
                       grad_clip=recipe.grad_clip, amp_dtype=choose_amp(recipe, model, device, log), net=net,
                       eval_flip=recipe.eval_flip)
@@ -449,7 +449,8 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
     ckpt_path = out / "checkpoint.pt"
     if ckpt_path.exists():
         ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        if ckpt["recipe"] != recipe.to_dict() or ckpt["fast"] != fast:
+        # as_stored: a checkpoint written before a field was added has that field's default
+        if as_stored(ckpt["recipe"]) != as_stored(recipe) or ckpt["fast"] != fast:
             raise RuntimeError(f"{ckpt_path} belongs to a different recipe or mode; use another --out folder "
                                "or delete the checkpoint to start over")
         ckpt = trainer.resume(ckpt_path)
