@@ -28,9 +28,8 @@ SIGNED = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness"
 GEOMETRIC = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
 
 
-def levels(op: str) -> Tensor | None:
-    """The strengths of ``op`` at each of the ``LEVELS`` levels (torchvision's ``TrivialAugmentWide``
-    table, float64); None for the operations without a strength."""
+def _level_tables() -> dict[str, Tensor]:
+    """torchvision's ``TrivialAugmentWide`` table of strengths per operation (float64, ``(LEVELS,)``)."""
     table = {
         "ShearX": torch.linspace(0.0, 0.99, LEVELS), "ShearY": torch.linspace(0.0, 0.99, LEVELS),
         "TranslateX": torch.linspace(0.0, 32.0, LEVELS), "TranslateY": torch.linspace(0.0, 32.0, LEVELS),
@@ -41,7 +40,21 @@ def levels(op: str) -> Tensor | None:
         "Solarize": torch.linspace(1.0, 0.0, LEVELS),
     }
     # torchvision builds the tables in float32 and reads one entry as a Python float
-    return table[op].double() if op in table else None
+    return {name: values.double() for name, values in table.items()}
+
+
+_TABLES = _level_tables()
+# draw()'s lookup, built once (the tables are constants; building them per batch cost the host
+# about a millisecond): row k holds operation k's strengths (zeros where it has none), and
+# _HAS_SIGN[k] says whether operation k takes a random sign
+_STRENGTH = torch.stack([_TABLES.get(name, torch.zeros(LEVELS, dtype=torch.float64)) for name in OPERATIONS])
+_HAS_SIGN = torch.tensor([name in SIGNED for name in OPERATIONS])
+
+
+def levels(op: str) -> Tensor | None:
+    """The strengths of ``op`` at each of the ``LEVELS`` levels (torchvision's ``TrivialAugmentWide``
+    table, float64, a fresh copy); None for the operations without a strength."""
+    return _TABLES[op].clone() if op in _TABLES else None
 
 
 def _inverse_affine(angle: Tensor, tx: Tensor, ty: Tensor, shear_x: Tensor, shear_y: Tensor,
@@ -132,13 +145,8 @@ def draw(batch: int, generator: torch.Generator | None = None) -> tuple[Tensor, 
     op = torch.randint(len(OPERATIONS), (batch,), generator=generator)
     level = torch.randint(LEVELS, (batch,), generator=generator)
     negative = torch.rand(batch, generator=generator) <= 0.5
-    magnitude = torch.zeros(batch, dtype=torch.float64)
-    for k, name in enumerate(OPERATIONS):
-        table = levels(name)
-        if table is not None:
-            signed = torch.where(negative, -table[level], table[level]) if name in SIGNED else table[level]
-            magnitude = torch.where(op == k, signed, magnitude)
-    return op, magnitude
+    magnitude = _STRENGTH[op, level]
+    return op, torch.where(negative & _HAS_SIGN[op], -magnitude, magnitude)
 
 
 def _per_image(values: Tensor, device: torch.device) -> Tensor:
