@@ -13,6 +13,7 @@ gives (``tests/test_augment.py`` checks every operation at every level against
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -26,6 +27,9 @@ OPERATIONS = ("Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotat
 LEVELS = 31  # torchvision's num_magnitude_bins
 SIGNED = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color", "Contrast", "Sharpness"}
 GEOMETRIC = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
+_GEOMETRIC_IDS = [OPERATIONS.index(name) for name in GEOMETRIC]
+# adjacent in OPERATIONS: after sorting by operation, the geometric images are one slice
+assert _GEOMETRIC_IDS == list(range(_GEOMETRIC_IDS[0], _GEOMETRIC_IDS[-1] + 1))
 
 
 def _level_tables() -> dict[str, Tensor]:
@@ -155,6 +159,7 @@ def _per_image(values: Tensor, device: torch.device) -> Tensor:
     return values.view(-1, 1, 1, 1).to(device, non_blocking=True)
 
 
+@functools.cache  # built once, not per batch
 def _colour_ops() -> dict:
     """The non-geometric operations: ``f(images uint8 (n, 3, H, W), magnitude float64 (n,) on the CPU) -> uint8``."""
     from torchvision.transforms.v2.functional import equalize
@@ -204,12 +209,10 @@ def apply(images: Tensor, op: Tensor, magnitude: Tensor) -> Tensor:
     to_device = order.to(device, non_blocking=True)
     x, m, o = images[to_device], magnitude[order], op[order]
     ops, pieces, start = _colour_ops(), [], 0
-    geometric = [OPERATIONS.index(name) for name in GEOMETRIC]
-    assert geometric == list(range(geometric[0], geometric[-1] + 1))  # adjacent: one slice after sorting
     for k, name in enumerate(OPERATIONS):
         if name in GEOMETRIC:
-            if k == geometric[0]:  # every geometric image at once
-                end = start + sum(counts[j] for j in geometric)
+            if k == _GEOMETRIC_IDS[0]:  # every geometric image at once
+                end = start + sum(counts[j] for j in _GEOMETRIC_IDS)
                 if end > start:
                     pieces.append(_geometric(x[start:end], o[start:end], m[start:end]))
                 start = end
