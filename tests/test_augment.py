@@ -126,6 +126,31 @@ def test_bad_input_names_the_problem():
         A.apply(_images(), torch.zeros(30, dtype=torch.int64).to("meta"), torch.zeros(30, dtype=torch.float64))
 
 
+def test_the_lab_reports_rotation_and_jitter_match_torchvision():
+    """rotate_and_jitter draws per image what RandomRotation(15) and ColorJitter(0.2, 0.2, 0.2) draw
+    (an angle, three factors, their order) and applies what torchvision's functional operations give."""
+    images = _images().repeat(3, 1, 1, 1)
+    got = A.rotate_and_jitter(images, torch.Generator().manual_seed(4))
+    g, b = torch.Generator().manual_seed(4), len(images)  # the same draws, in the same order
+    angle = (torch.rand(b, generator=g, dtype=torch.float64) * 2 - 1) * 15
+    factor = 1 + (torch.rand(b, 3, generator=g, dtype=torch.float64) * 2 - 1) * 0.2
+    order = torch.rand(b, 3, generator=g).argsort(dim=1)
+    assert len({tuple(o) for o in order.tolist()}) == 6, "every order of the three should occur"
+    adjust = (TF.adjust_brightness, TF.adjust_contrast, TF.adjust_saturation)
+    want = []
+    for img, a, f, o in zip(images, angle.tolist(), factor.tolist(), order.tolist()):
+        x = TF.rotate(img, a, interpolation=TF.InterpolationMode.NEAREST)
+        for j in o:
+            x = adjust[j](x, f[j])
+        want.append(x)
+    _close(got, torch.stack(want), "rotation, then colour jitter in each image's order")
+    assert (got != images).flatten(1).any(1).float().mean() > 0.9
+    with pytest.raises(ValueError, match="uint8"):
+        A.rotate_and_jitter(torch.rand(2, 3, 32, 32))
+    loader = cdata.BatchLoader(images, torch.zeros(b, dtype=torch.int64), 30, augment=True, policy="report")
+    assert next(iter(loader))[0].shape == (30, 3, 32, 32)
+
+
 def test_the_loader_applies_it_per_seed_and_epoch():
     data = cdata.synthetic_cifar(n_train=256, n_test=1)
 

@@ -72,7 +72,12 @@ def test_every_variant_is_one_change_on_top_of_its_reference():
         assert changed == set(overrides), f"method step {name} changes {changed}, declares {set(overrides)}"
         assert table[name][0] == "method"
     report = table["report"][2]
-    assert report.augment and report.model_kwargs["dropout"] == 0.1 and report.schedule == "constant"
+    # the lab report's Figure 9 (its code's constants) and its code's augmentation and schedule
+    figure_9 = dict(patch_size=4, dim=192, depth=6, num_heads=3, mlp_dim=4 * 192, dropout=0.2)
+    assert {k: report.model_kwargs[k] for k in figure_9} == figure_9
+    assert (report.batch_size, report.lr, report.weight_decay, report.optimizer) == (128, 1e-3, 1e-3, "adamw")
+    assert report.augment and report.policy == "report" and report.schedule == "constant"
+    assert report.grad_clip is None and report.label_smoothing == 0.0
     assert "stem_channels" not in report.model_kwargs  # the report's plain Conv2d patch embedding
 
 

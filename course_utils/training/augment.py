@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["OPERATIONS", "LEVELS", "trivial_augment", "draw", "apply", "levels"]
+__all__ = ["OPERATIONS", "LEVELS", "trivial_augment", "draw", "apply", "levels", "rotate_and_jitter"]
 
 OPERATIONS = ("Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color",
               "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize")
@@ -236,3 +236,33 @@ def trivial_augment(images: Tensor, generator: torch.Generator | None = None) ->
         raise ValueError(f"trivial_augment: expected uint8 images (B, 3, H, W), got {images.dtype} "
                          f"{tuple(images.shape)}")
     return apply(images, *draw(len(images), generator))
+
+
+# ColorJitter's three operations, as the ids of the TrivialAugment operations that do the same
+# (torchvision's adjust_brightness, adjust_contrast and adjust_saturation, by factor 1 + strength)
+_JITTER_IDS = torch.tensor([OPERATIONS.index(name) for name in ("Brightness", "Contrast", "Color")])
+
+
+def rotate_and_jitter(images: Tensor, generator: torch.Generator | None = None, *, degrees: float = 15.0,
+                      jitter: float = 0.2) -> Tensor:
+    """The lab report's extra augmentation, per image: torchvision's ``RandomRotation(degrees)`` (nearest,
+    black corners) then ``ColorJitter(brightness=jitter, contrast=jitter, saturation=jitter)`` (three
+    factors uniform in [1 - jitter, 1 + jitter], applied in a random order of their own):
+    uint8 ``images (B, 3, H, W)`` on any device -> the same shape.
+
+    Drawn on the CPU from ``generator`` and applied with ``apply``'s batched operations (the same
+    arithmetic as torchvision's functional ones), so a batch costs a few calls, not one per image.
+    """
+    if images.dtype != torch.uint8 or images.dim() != 4 or images.shape[1] != 3:
+        raise ValueError(f"rotate_and_jitter: expected uint8 images (B, 3, H, W), got {images.dtype} "
+                         f"{tuple(images.shape)}")
+    b = len(images)
+    angle = (torch.rand(b, generator=generator, dtype=torch.float64) * 2 - 1) * degrees
+    factor = 1 + (torch.rand(b, 3, generator=generator, dtype=torch.float64) * 2 - 1) * jitter
+    order = torch.rand(b, 3, generator=generator).argsort(dim=1)  # each image's own order of the three
+    out = apply(images, torch.full((b,), OPERATIONS.index("Rotate")), angle)
+    for step in range(3):
+        which = order[:, step]
+        out = apply(out, _JITTER_IDS[which], factor.gather(1, which[:, None]).squeeze(1) - 1)
+    return out
+

@@ -360,7 +360,8 @@ def _policy(name: str | None):
     """``policy(images uint8 (B, 3, H, W), generator) -> images``, or None.
 
     "trivial" is ``augment.trivial_augment``: an operation and strength per image, drawn from the
-    loader's seeded generator.  torchvision's RandAugment and AutoAugment draw one choice per call for
+    loader's seeded generator; "report" is ``augment.rotate_and_jitter`` (the lab report's rotation
+    and colour jitter), drawn the same way.  torchvision's RandAugment and AutoAugment draw one choice per call for
     everything they are given, so they run on groups of 16 images (the batch stays varied) and draw
     from torch's global generator.
     """
@@ -370,10 +371,14 @@ def _policy(name: str | None):
         from .augment import trivial_augment
 
         return trivial_augment
+    if name == "report":  # the lab report's RandomRotation(15) and ColorJitter(0.2, 0.2, 0.2), per image
+        from .augment import rotate_and_jitter
+
+        return rotate_and_jitter
     from torchvision.transforms import v2
 
     policies = {"randaugment": v2.RandAugment, "autoaugment": v2.AutoAugment}
     if name not in policies:
-        raise ValueError(f"unknown augmentation policy {name!r}; choose from {sorted(policies) + ['trivial']} or None")
+        raise ValueError(f"unknown augmentation policy {name!r}; choose from {sorted(policies) + ['report', 'trivial']} or None")
     policy = policies[name]()
     return lambda x, generator: torch.cat([policy(chunk) for chunk in x.split(16)])
