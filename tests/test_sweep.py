@@ -212,6 +212,24 @@ def test_collect_keeps_recorded_runs_whose_directories_are_gone(tiny, tmp_path, 
         sweep.collect(other, "t_keep", root=tmp_path / "clone2", dataset="x")
 
 
+def test_collect_drops_recorded_runs_of_a_redefined_variant(tiny, tmp_path, monkeypatch):
+    """A variant whose recipe changed keeps none of its old runs: they are another variant's now.
+    A field that only the test set's evaluation reads does not count as a change."""
+    budget, split = tiny
+    monkeypatch.setattr("course_utils.results.RESULTS_DIR", tmp_path / "results")
+    sweep.ablation(budget, [0], only=["baseline"], result="t_redefined", log=lambda *_: None, split=split,
+                   root=tmp_path / "clone1")
+    unchanged = dataclasses.replace(budget, base=dataclasses.replace(budget.base, test_shifts=((1, 0),)))
+    logs: list[str] = []
+    kept = sweep.collect(unchanged, "t_redefined", logs.append, root=tmp_path / "clone2", dataset="x")
+    assert sorted(kept["runs"]["baseline"]) == ["0"], logs
+    changed = dataclasses.replace(budget, base=dataclasses.replace(budget.base, lr=budget.base.lr / 2))
+    logs.clear()
+    dropped = sweep.collect(changed, "t_redefined", logs.append, root=tmp_path / "clone2", dataset="x")
+    assert "baseline" not in dropped["runs"]
+    assert any("dropped from results/t_redefined.json" in line and "['lr']" in line for line in logs), logs
+
+
 def test_every_run_names_its_machine_and_old_records_get_the_files(tiny, tmp_path, monkeypatch):
     """Minutes from two machines must not pass for one: each record carries the hardware that ran it."""
     budget, split = tiny

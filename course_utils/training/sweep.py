@@ -278,6 +278,18 @@ def _recorded_runs(budget: Budget, result: str | None) -> dict:
     return data["runs"]
 
 
+# Fields that only the test set's evaluation reads: an ablation, which never touches the test set,
+# runs the same whatever they hold.
+_TEST_ONLY = ("test_shifts",)
+
+
+def _recipe_change(stored: dict, recipe: Recipe) -> list[str]:
+    """The fields (training or validation) in which a stored run's recipe differs from ``recipe``."""
+    leave_out = ("name", "seed") + _TEST_ONLY
+    theirs, ours = as_stored(stored, leave_out=leave_out), as_stored(recipe, leave_out=leave_out)
+    return sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+
+
 def collect(budget: Budget, result: str | None, log: Callable[[str], None] = print, *, root: Path,
             dataset: str, git_commit: str | None = None) -> dict:
     """Gather every finished run under ``root`` (any seeds) into one result.
@@ -289,15 +301,21 @@ def collect(budget: Budget, result: str | None, log: Callable[[str], None] = pri
     recorded = _recorded_runs(budget, result)
     runs: dict = {}
     wall = 0.0
-    for name, (part, about, _) in variants(budget).items():
+    for name, (part, about, recipe) in variants(budget).items():
         found = {}
         for path in sorted((root / name).glob("seed*/summary.json")):
             summary = json.loads(path.read_text())
             found[path.parent.name[4:]] = _run_record(summary, about, part)
         for seed, record in recorded.get(name, {}).items():
-            if seed not in found:
-                found[seed] = {**record, "about": about, "part": part}  # the variant's words as they are now
-                log(f"{name} (seed {seed}): kept from results/{result}.json (no run directory here)")
+            if seed in found:
+                continue
+            differ = _recipe_change(record["recipe"], recipe)
+            if differ:  # the variant has been redefined since: its old runs are another variant's
+                log(f"{name} (seed {seed}): dropped from results/{result}.json (the variant's recipe has changed "
+                    f"since, in {differ})")
+                continue
+            found[seed] = {**record, "about": about, "part": part}  # the variant's words as they are now
+            log(f"{name} (seed {seed}): kept from results/{result}.json (no run directory here)")
         for seed in sorted(found, key=int):
             runs.setdefault(name, {})[seed] = found[seed]
             wall += found[seed]["train_time_s"]
