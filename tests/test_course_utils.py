@@ -281,3 +281,35 @@ def test_compare_seeds_reads_a_gap_only_as_far_as_the_seeds_allow():
     splits = list(combinations(range(2 * n), n))
     apart = sum(1 for s in splits if max(s) < n or min(s) >= n)
     assert apart / len(splits) == 0.1
+
+
+def test_transplant_matches_layers_by_structure_and_keeps_the_learners_settings():
+    """A block with other names and containers, LayerNorm eps 1e-6 and the tanh GELU receives the course
+    block's weights by structure and then computes what the course block computes with those settings."""
+    from torch import nn
+
+    from course_utils.references.multihead import MultiHeadAttention
+    from course_utils.references.vit import EncoderBlock
+
+    class Renamed(nn.Module):
+        def __init__(self, dim, heads, mlp_dim):
+            super().__init__()
+            self.ln_a = nn.LayerNorm(dim, eps=1e-6)
+            self.attention = MultiHeadAttention(dim, heads)
+            self.ln_b = nn.LayerNorm(dim, eps=1e-6)
+            self.fc1, self.act, self.fc2 = nn.Linear(dim, mlp_dim), nn.GELU(approximate="tanh"), nn.Linear(mlp_dim, dim)
+
+        def forward(self, x):
+            h = self.ln_a(x)
+            x = x + self.attention(h, h, h)[0]
+            return x + self.fc2(self.act(self.fc1(self.ln_b(x))))
+
+    torch.manual_seed(0)
+    reference, mine = EncoderBlock(16, 4, 32).eval(), Renamed(16, 4, 32).eval()
+    checks.transplant(reference, mine, name="Renamed")
+    assert reference.norm1.eps == 1e-6 and reference.mlp[1].approximate == "tanh"
+    x = torch.randn(2, 5, 16)
+    torch.testing.assert_close(mine(x), reference(x))
+    wrong = Renamed(16, 4, 24)
+    with pytest.raises(checks.CheckFailed, match=r"Renamed: its Linear layers differ .*\(24, 16, 'bias'\)"):
+        checks.transplant(EncoderBlock(16, 4, 32), wrong, name="Renamed", hint="keep the given layers")

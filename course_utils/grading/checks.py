@@ -35,6 +35,7 @@ __all__ = [
     "derived_tolerance",
     "check_device_agnostic",
     "seeded",
+    "transplant",
 ]
 
 
@@ -448,6 +449,35 @@ def seeded(fn: Callable, *args: Any, seed: int = 0, **kwargs: Any) -> Any:
         torch.manual_seed(seed)
         with warnings.catch_warnings(record=True):
             return fn(*args, **kwargs)
+
+
+def transplant(reference: torch.nn.Module, learner: torch.nn.Module, *, name: str = "your module",
+               hint: str | None = None) -> None:
+    """Give the learner's module the reference's weights by structure, not by attribute name: the
+    LayerNorms, then the Linear layers, in the order each module registers them (names and
+    containers are the learner's choice).  The learner's settings that change no weight, LayerNorm's
+    ``eps`` and GELU's ``approximate``, are copied into the reference, so the two compute the same
+    function.  Raises ``CheckFailed`` naming both layouts when the layers differ."""
+    def layers(module, kind):
+        return [m for m in module.modules() if isinstance(m, kind)]
+
+    def layout(items):
+        return [tuple(m.weight.shape) + (("bias",) if m.bias is not None else ()) for m in items]
+
+    for kind in (torch.nn.LayerNorm, torch.nn.Linear):
+        mine, ref = layers(learner, kind), layers(reference, kind)
+        if layout(mine) != layout(ref):
+            _fail(name, f"its {kind.__name__} layers differ from the ones the given code builds, so the tests "
+                        f"cannot give it the course's weights: expected (in registration order) {layout(ref)}, "
+                        f"found {layout(mine)}", hint)
+        for a, b in zip(mine, ref):
+            a.load_state_dict(b.state_dict())
+            if kind is torch.nn.LayerNorm:
+                b.eps = a.eps
+    gelus, ref_gelus = layers(learner, torch.nn.GELU), layers(reference, torch.nn.GELU)
+    if len(gelus) == len(ref_gelus):
+        for a, b in zip(gelus, ref_gelus):
+            b.approximate = a.approximate
 
 
 # --------------------------------------------------------------------------- forbidden calls

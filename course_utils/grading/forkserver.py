@@ -313,6 +313,7 @@ class _Zygote:
 
         from course_utils.grading import kernel
 
+        sys.argv.append(kernel.RELEASE_FRAMES)
         kernel.contain()  # memory limit and secrets, exactly as a plain kernel does
         conn.settimeout(None)  # blocking, like the zygote's copy (the flag is shared)
         if "numpy" in sys.modules:  # every child would otherwise draw the same numbers

@@ -27,6 +27,11 @@ import sys
 from pathlib import Path
 
 MEM_LIMIT_ENV = "COURSE_KERNEL_MEM_LIMIT"  # bytes, set in the kernel spec's env
+# After a failed cell, let go of what its frames held (course_utils/grading/cell_hooks.py says why):
+# an option for IPKernelApp, whose exec_lines run in the notebook's namespace at start-up and leave
+# no name there.
+RELEASE_FRAMES = ("--IPKernelApp.exec_lines=__import__('course_utils.grading.cell_hooks', "
+                  "fromlist=['install']).install(get_ipython())")
 
 
 def write_kernelspec(folder: str | os.PathLike, mem_limit: int | None) -> Path:
@@ -81,6 +86,7 @@ def main() -> None:
     # Run as a script, sys.path[0] is this folder; python -m ipykernel_launcher would have ''
     # there, which ipykernel_launcher removes (IPython adds the working directory back).
     del sys.path[0]
+    sys.argv.append(RELEASE_FRAMES)
     from ipykernel import kernelapp
 
     kernelapp.launch_new_instance()

@@ -173,12 +173,35 @@ VARIANTS = [
         out = torch.einsum("bhnm,bhmd->bhnd", self.attn.dropout(weights), v).transpose(1, 2).reshape(B, N, D)
         x = x + self.drop1(self.attn.w_o(out))
         x = x + self.mlp(self.norm2(x))"""),
-    Mutation("EncoderBlock", "encoder-functional-dropout-gelu-tanh", _ATTN, """        p = self.drop1.p
+    Mutation("EncoderBlock", "encoder-functional-dropout", _ATTN, """        p = self.drop1.p
         h = self.norm1(x)
         x = x + torch.nn.functional.dropout(self.attn(h, h, h)[0], p, training=self.training)
         fc1, fc2 = self.mlp[0], self.mlp[3]
         h = torch.nn.functional.dropout(self.mlp[1](fc1(self.norm2(x))), p, training=self.training)
         x = x + torch.nn.functional.dropout(fc2(h), p, training=self.training)"""),
+    Mutation("EncoderBlock", "encoder-gelu-tanh", "nn.Sequential(nn.Linear(dim, mlp_dim), nn.GELU(), nn.Dropout(dropout),",
+             'nn.Sequential(nn.Linear(dim, mlp_dim), nn.GELU(approximate="tanh"), nn.Dropout(dropout),'),
+    Mutation("EncoderBlock", "encoder-own-names-no-sequential", None, '''class EncoderBlock(nn.Module):
+    """The same layers under names of one's own, the MLP without nn.Sequential, LayerNorm eps 1e-6."""
+
+    def __init__(self, dim, num_heads, mlp_dim, dropout=0.0):
+        super().__init__()
+        self.ln_attn = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = MultiHeadAttention(dim, num_heads, dropout=dropout)
+        self.attn_drop = nn.Dropout(dropout)
+        self.ln_mlp = nn.LayerNorm(dim, eps=1e-6)
+        self.fc1 = nn.Linear(dim, mlp_dim)
+        self.act = nn.GELU()
+        self.drop_hidden = nn.Dropout(dropout)
+        self.fc2 = nn.Linear(mlp_dim, dim)
+        self.drop_out = nn.Dropout(dropout)
+
+    def forward(self, x):
+        h = self.ln_attn(x)
+        x = x + self.attn_drop(self.attn(h, h, h)[0])
+        h = self.drop_hidden(self.act(self.fc1(self.ln_mlp(x))))
+        return x + self.drop_out(self.fc2(h))
+'''),
     Mutation("ViT", "vit-sequential-blocks", _BLOCKS + "\n",
              "self.blocks = nn.Sequential(*[EncoderBlock(dim, num_heads, mlp_dim, dropout) for _ in range(depth)])\n"),
     Mutation("ViT", "vit-layernorm-eps-1e-6", "self.norm = nn.LayerNorm(dim)", "self.norm = nn.LayerNorm(dim, eps=1e-6)"),

@@ -41,6 +41,14 @@ def diagnose_curves(history, target=0.7, gap=0.10, rise=0.10):
 '''),
     Mutation("diagnose_curves", "diagnose-fixed-thresholds", _OVER,
              'if last["val_loss"] > 1.1 * lowest_val_loss or last["train_acc"] - last["val_acc"] > 0.1:'),
+    Mutation("diagnose_curves", "diagnose-absolute-rise", _OVER,
+             'if last["val_loss"] - lowest_val_loss > rise or last["train_acc"] - last["val_acc"] > gap:'),
+    Mutation("diagnose_curves", "diagnose-gap-against-best-val-acc", _OVER,
+             'if last["val_loss"] > (1 + rise) * lowest_val_loss or '
+             'last["train_acc"] - max(h["val_acc"] for h in history) > gap:'),
+    Mutation("diagnose_curves", "diagnose-underfit-on-best-train-acc", 'if last["train_acc"] < target:',
+             'if max(h["train_acc"] for h in history) < target:'),
+    Mutation("diagnose_curves", "diagnose-pops-its-history", "    last = history[-1]\n", "    last = history.pop()\n"),
     # warmup_cosine_lr
     Mutation("warmup_cosine_lr", "warmup-off-by-one", _WARM, "return base_lr * (step + 1) / warmup_steps"),
     Mutation("warmup_cosine_lr", "warmup-divides-by-zero", "if step < warmup_steps:", "if step <= warmup_steps:"),
