@@ -58,3 +58,28 @@ def course(tmp_path_factory) -> Path:
     shutil.copy2(ROOT / "autograde" / "nbgrader_config.py", root / "autograde" / "nbgrader_config.py")
     release(root, chapter_ids())
     return root
+
+
+def pytest_addoption(parser):
+    parser.addoption("--skips-file", default=None,
+                     help="also write the end-of-run lines on skipped checks to this file (tools/run_tests.py)")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One line per reason a check was skipped, at the very end of the run: a learner's machine
+    without Chromium, PostgreSQL or a GPU runs everything else and says what it left out.  With
+    --skips-file, the same lines go to that file (tools/run_tests.py repeats them last)."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    lines = [f"skipped {n} test(s): {reason}" for reason, n in sorted(reasons.items())]
+    if lines:
+        terminalreporter.section("checks skipped, and why")
+        for line in lines:
+            terminalreporter.write_line(line)
+    target = config.getoption("--skips-file")
+    if target:
+        Path(target).write_text("".join(f"{line}\n" for line in lines))

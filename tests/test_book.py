@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, chapter_ids, hidden_test_lines, solution_lines_of
+from tests.helpers import ROOT, chapter_ids, hidden_test_lines, missing_piece, solution_lines_of
 
 HTML = ROOT / "_build" / "html"
 pytestmark = pytest.mark.xdist_group("book")  # one worker builds and checks the book
@@ -160,9 +160,8 @@ def server(built_book):
 def browser():
     exe = _chromium()
     if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is missing under CI: tools/ensure_chromium.sh should have installed it")
-        pytest.skip("Chromium not installed (run tools/ensure_chromium.sh)")
+        missing_piece("Chromium (the browser checks of the book's pages)",
+                      "run 'sudo apt-get install -y chromium', or tools/ensure_chromium.sh as root")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -254,9 +253,7 @@ def test_pages_are_accessible(mode, built_book, server, browser):
     text on every figure (not the image's file name, which is what a figure gets by default)."""
     axe = _axe_script()
     if axe is None:
-        if os.environ.get("CI"):
-            pytest.fail("axe-core is missing under CI: tools/ensure_chromium.sh should have installed it")
-        pytest.skip("axe-core not installed (run tools/ensure_chromium.sh)")
+        missing_piece("axe-core (the accessibility check)", "run 'bash tools/ensure_chromium.sh' (needs npm)")
     context = browser.new_context(color_scheme=mode)
     context.add_init_script(f"localStorage.setItem('mode', '{mode}'); localStorage.setItem('theme', '{mode}');")
     problems = []

@@ -20,6 +20,7 @@ import pytest
 
 from course_utils.grading.autograde import grade
 from tests.conftest import nbgrader
+from tests.helpers import missing_piece
 from tests.mutations import MUTATIONS
 from tests.test_autograde_driver import CID, max_points, scores, small_course  # noqa: F401  (fixture)
 from tests.test_grading_e2e import _mutate, _of_exercise, _submission, _write
@@ -38,10 +39,8 @@ def postgres_url():
     """A throw-away PostgreSQL server; yields its SQLAlchemy URL."""
     bindir = _pg_bin()
     if bindir is None:
-        message = "no PostgreSQL server: run tools/ensure_postgres.sh (make test does)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        missing_piece("a PostgreSQL server (grading into a PostgreSQL gradebook)",
+                      "run 'sudo apt-get install -y postgresql', or tools/ensure_postgres.sh as root")
     folder = Path(tempfile.mkdtemp(prefix="course-pg-"))
     run_as: list[str] = []
     user = os.environ.get("USER") or "postgres"
