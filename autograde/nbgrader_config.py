@@ -59,3 +59,12 @@ c.ZipCollectApp.extractor_plugin = "course_utils.grading.collect.CourseExtractor
 c.ZipCollectApp.collector_plugin = "course_utils.grading.collect.CourseCollector"
 c.CourseCollector.roster = "roster.csv"
 c.CourseCollector.zip_timezone = "UTC"  # zip entries carry no zone; Canvas and Moodle servers usually write UTC
+
+# `nbgrader generate_feedback` as private as `make feedback`: the autograded notebook has the
+# hidden tests back in place and tracebacks that quote them; HideTests removes both before
+# nbgrader renders the page (course_utils/grading/private_feedback.py).
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "course_utils.grading.private_feedback.HideTests",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]

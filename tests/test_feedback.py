@@ -25,3 +25,22 @@ def test_message_drops_tracebacks():
                                traceback=["assert secret_check()", "CheckFailed: expected 1, got 2"]),
                     new_output("stream", name="stdout", text="assert secret_check()")]
     assert _message(cell) == "CheckFailed: expected 1, got 2"
+
+
+def test_nbgrader_feedback_preprocessor_hides_tests_and_tracebacks():
+    from course_utils.grading.private_feedback import NOTICE, HideTests
+
+    cell = new_code_cell("check(f)\n### BEGIN HIDDEN TESTS\nassert secret_check(f)\n### END HIDDEN TESTS")
+    cell.outputs = [new_output("error", ename="CheckFailed", evalue="\x1b[31mexpected 1, got 2\x1b[0m",
+                               traceback=["\x1b[31massert secret_check(f)", "CheckFailed: expected 1, got 2"])]
+    only_hidden = new_code_cell("### BEGIN HIDDEN TESTS\nassert secret_check(g)\n### END HIDDEN TESTS")
+    answer = new_code_cell("def f():\n    return 1")
+    answer.outputs = [new_output("error", ename="ZeroDivisionError", evalue="division by zero",
+                                 traceback=["Traceback (most recent call last)", "1/0", "ZeroDivisionError"])]
+    from nbformat.v4 import new_notebook
+
+    HideTests()(new_notebook(cells=[cell, only_hidden, answer]), {})  # as nbconvert calls it
+    assert cell.source == f"check(f)\n{NOTICE}" and only_hidden.source == NOTICE
+    assert cell.outputs[0]["traceback"] == ["CheckFailed: expected 1, got 2"]
+    assert answer.source == "def f():\n    return 1"
+    assert answer.outputs[0]["traceback"] == ["ZeroDivisionError: division by zero"]

@@ -29,6 +29,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 
+from tests.conftest import nbgrader
 from tests.helpers import ROOT, chapter_ids, hidden_test_lines_of, solution_notebook
 from course_utils.grading.autograde import grade
 from course_utils.grading.feedback import generate as generate_feedback
@@ -289,3 +290,15 @@ def test_autograde_end_to_end(cid, course):
         leaked = [line for line in hidden if line in text]
         assert not leaked and "Traceback" not in text and "HIDDEN TESTS" not in text, \
             f"{page}: feedback shows hidden tests or a traceback: {leaked[:3]}"
+
+    # nbgrader's own command, as an instructor used to nbgrader runs it: as private (its HTML
+    # highlights code in spans, so the text is read without its style sheets and tags).
+    nbgrader(course, "generate_feedback", cid, "--force")
+    pages = sorted((course / "autograde" / "feedback").glob(f"*/{cid}/{cid}.html"))
+    assert len(pages) == len(status), f"nbgrader's feedback pages: {len(pages)} for {len(status)} submissions"
+    for page in pages:
+        text = re.sub(r"(?s)<(style|script)\b.*?</\1>", "", page.read_text(encoding="utf-8"))
+        text = _html.unescape(re.sub(r"<[^>]+>", "", text))
+        leaked = [line for line in hidden if line in text]
+        assert not leaked and "Traceback" not in text and "HIDDEN TESTS" not in text, \
+            f"{page}: nbgrader generate_feedback shows hidden tests or a traceback: {leaked[:3]}"
