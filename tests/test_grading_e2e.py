@@ -36,7 +36,10 @@ from course_utils.grading.feedback import generate as generate_feedback
 from tests.mutations import MUTATIONS, VARIANTS
 
 _MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
-TIMEOUT = 20  # seconds per cell while grading the looping submission (the default is 60); the import cell needs ~3-7 s
+# Seconds per cell while grading the looping submission (the default is 60): the import cell needs
+# ~3-7 s, and the slowest test cell (chapter 06's beam search, a correct per-source loop) ~8 s on an
+# idle machine and up to three times that with two graders per core and ATen's portable kernels.
+TIMEOUT = 30
 ARTIFACTS = ROOT / "test-artifacts"
 
 
@@ -223,7 +226,7 @@ def test_autograde_end_to_end(cid, course):
     # included), so a stuck worker is replaced, and its student graded again, well inside the
     # test's own time limit.
     status = grade(course, cid, jobs=2, force=True, env_extra={"COURSE_CELL_TIMEOUT": str(TIMEOUT)},
-                   progress=lambda line: None, answer_within=400)
+                   progress=lambda line: None, answer_within=600)
     wall = time.perf_counter() - start
     failed = {s: st["reasons"] for s, st in status.items() if st["state"] != "graded"}
     assert not failed, f"submissions the grader could not grade: {failed}"
@@ -299,6 +302,8 @@ def test_autograde_end_to_end(cid, course):
     for page in pages:
         text = re.sub(r"(?s)<(style|script)\b.*?</\1>", "", page.read_text(encoding="utf-8"))
         text = _html.unescape(re.sub(r"<[^>]+>", "", text))
-        leaked = [line for line in hidden if line in text]
+        # Whole lines: this page shows the visible tests, and a hidden line can be part of a visible one.
+        shown = {line.strip() for line in text.splitlines()}
+        leaked = [line for line in hidden if line in shown]
         assert not leaked and "Traceback" not in text and "HIDDEN TESTS" not in text, \
             f"{page}: nbgrader generate_feedback shows hidden tests or a traceback: {leaked[:3]}"
