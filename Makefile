@@ -60,10 +60,12 @@ serve:
 # ---------------------------------------------------------------- tests
 # The notebook check twice (this machine's kernels, then another CPU's: tools/check_notebooks.py)
 # and the test suite; each runs whatever the others did, and the summary at the end says which
-# failed and which checks were skipped for want of an optional piece (Chromium, PostgreSQL, a GPU).
+# failed and which checks were skipped for want of an optional piece (Chromium, PostgreSQL,
+# bubblewrap, a GPU).
 test: $(STAMP)
 	-bash tools/ensure_chromium.sh
 	-bash tools/ensure_postgres.sh
+	-bash tools/ensure_bubblewrap.sh
 	$(PY) tools/run_tests.py --workers $(TEST_WORKERS)
 
 # ---------------------------------------------------------------- learners
@@ -159,10 +161,12 @@ collect: $(STAMP)
 	$(PY) -m course_utils.cli.collect "$(ZIP)" $(ID) --course autograde
 
 # Parallel, resumable, with per-submission memory and time limits (course_utils/grading/autograde.py):
-# JOBS workers (default: one per core), only new or changed submissions unless FORCE=1.
+# JOBS workers (default: one per core), only new or changed submissions unless FORCE=1; every kernel
+# in a bubblewrap sandbox (course_utils/grading/sandbox.py), or without one when NO_SANDBOX=1.
 autograde: $(STAMP)
 	@test -n "$(ID)" || (echo "usage: make autograde ID=<assignment id> [JOBS=N] [FORCE=1]"; exit 2)
-	$(PY) -m course_utils.cli.autograde $(ID) $(if $(JOBS),--jobs $(JOBS)) $(if $(FORCE),--force)
+	$(PY) -m course_utils.cli.autograde $(ID) $(if $(JOBS),--jobs $(JOBS)) $(if $(FORCE),--force) \
+		$(if $(NO_SANDBOX),--no-sandbox)
 
 # Private feedback: each test's points and message, never the hidden tests' code.
 feedback: $(STAMP)

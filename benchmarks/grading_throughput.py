@@ -1,13 +1,16 @@
-"""Grading throughput: submissions per minute of the class-grading driver, 1 vs 2 workers.
+"""Grading throughput: submissions per minute of the class-grading driver, 1 vs 2 workers, and
+with the grading sandbox against without it.
 
     python -m benchmarks.grading_throughput                 # writes results/bench_grading.json
     python -m benchmarks.grading_throughput --copies 2 --chapters 01_qkv_retrieval --baseline
 
 For each chapter, a temporary copy of the course gets K copies of the reference solution and
 a few seeded mistakes (tests/mutations), and ``course_utils.grading.autograde.grade`` grades
-them all with JOBS=1 and then JOBS=2 (``--force``: every submission, worker start-up
-included).  Reported per chapter and averaged over chapters: submissions per minute at each
-JOBS, the speed-up, and whether both runs gave identical scores.  ``--baseline`` also times
+them all with JOBS=1 and then JOBS=2 in the bubblewrap sandbox, then JOBS=2 without it
+(``--force``: every submission, worker start-up included), one after the other in the same
+run.  Reported per chapter and averaged over chapters: submissions per minute of each run, the
+speed-up of JOBS=2, the sandbox's cost (JOBS=2 with over without), and whether all runs gave
+identical scores.  ``--baseline`` also times
 plain ``nbgrader autograde ID --force`` (one process, serial), the command this driver replaced.
 On a shared machine the numbers are only as quiet as the machine: the provenance records it.
 """
@@ -32,6 +35,8 @@ from course_utils.results import write_result
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 _MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
+# (name, JOBS, sandbox): the runs of each chapter, in this order, in one process
+RUNS = (("jobs1", 1, True), ("jobs2", 2, True), ("jobs2_no_sandbox", 2, False))
 
 
 def _nbgrader(course: Path, *args: str) -> None:
@@ -90,28 +95,31 @@ def main(copies: int = 4, wrong: int = 2, chapters: list[str] | None = None, bas
             n = _submissions(course, cid, copies, wrong)
             row: dict = {"submissions": n}
             scores = {}
-            for jobs in (1, 2):
+            for name, jobs, sandbox in RUNS:
                 start = time.perf_counter()
-                status = grade(course, cid, jobs=jobs, force=True, progress=lambda line: None)
+                status = grade(course, cid, jobs=jobs, force=True, progress=lambda line: None, sandbox=sandbox)
                 seconds = time.perf_counter() - start
                 failed = sorted(s for s, v in status.items() if v["state"] != "graded")
-                row[f"jobs{jobs}_seconds"] = round(seconds, 1)
-                row[f"jobs{jobs}_per_min"] = round(n / seconds * 60, 2)
+                row[f"{name}_seconds"] = round(seconds, 1)
+                row[f"{name}_per_min"] = round(n / seconds * 60, 2)
                 if failed:
-                    row[f"jobs{jobs}_failed"] = failed
-                scores[jobs] = _scores(course, cid)
+                    row[f"{name}_failed"] = failed
+                scores[name] = _scores(course, cid)
             row["speedup_jobs2"] = round(row["jobs2_per_min"] / row["jobs1_per_min"], 2)
-            row["same_scores"] = scores[1] == scores[2]
+            row["sandbox_cost_jobs2"] = round(row["jobs2_no_sandbox_per_min"] / row["jobs2_per_min"], 2)
+            row["same_scores"] = all(v == scores["jobs1"] for v in scores.values())
             if baseline:
                 start = time.perf_counter()
                 _nbgrader(course, "autograde", cid, "--force")
                 row["nbgrader_cli_per_min"] = round(n / (time.perf_counter() - start) * 60, 2)
             per_chapter[cid] = row
-            print(f"{cid}: {n} submissions; JOBS=1 {row['jobs1_per_min']}/min, JOBS=2 {row['jobs2_per_min']}/min "
-                  f"(x{row['speedup_jobs2']}), same scores: {row['same_scores']}"
+            print(f"{cid}: {n} submissions; sandboxed JOBS=1 {row['jobs1_per_min']}/min, JOBS=2 {row['jobs2_per_min']}/min "
+                  f"(x{row['speedup_jobs2']}); JOBS=2 without the sandbox {row['jobs2_no_sandbox_per_min']}/min "
+                  f"(x{row['sandbox_cost_jobs2']} the sandboxed rate), same scores: {row['same_scores']}"
                   + (f"; nbgrader autograde {row['nbgrader_cli_per_min']}/min" if baseline else ""), flush=True)
     mean = {key: round(statistics.fmean(r[key] for r in per_chapter.values()), 2)
-            for key in ("jobs1_per_min", "jobs2_per_min", "speedup_jobs2") + (("nbgrader_cli_per_min",) if baseline else ())}
+            for key in ("jobs1_per_min", "jobs2_per_min", "jobs2_no_sandbox_per_min", "speedup_jobs2",
+                        "sandbox_cost_jobs2") + (("nbgrader_cli_per_min",) if baseline else ())}
     result = {"copies_of_reference": copies, "seeded_mistakes": wrong, "cpu_count": os.cpu_count(),
               "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
               "per_chapter": per_chapter, "mean_over_chapters": mean,

@@ -14,6 +14,7 @@
 | ``COURSE_DB_URL`` | SQLite in ``autograde/`` | the gradebook's database URL (e.g. PostgreSQL for parallel graders) |
 | ``COURSE_KERNEL_MEM_LIMIT`` | set by the grader | bytes of memory a grading kernel may use (the grader sets it per kernel) |
 | ``COURSE_FORKSERVER`` | set by the grader | the socket of the grading worker's fork server (warm kernels); unset: plain kernels |
+| ``COURSE_SANDBOXED`` | set by the grader | ``1``: the fork server runs in the grading sandbox, and a kernel's launcher never starts a kernel outside it |
 | ``COURSE_PACKAGE`` | the repository in ``_config.yml`` | what a notebook's setup cell installs when ``course_utils`` is missing (a git URL, a path, a wheel) |
 
 Modules read these through ``get``, so each name, default and meaning lives here only.
@@ -42,6 +43,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("COURSE_DB_URL", None, "gradebook database URL (default: SQLite in autograde/)"),
     Setting("COURSE_KERNEL_MEM_LIMIT", None, "bytes a grading kernel may use (set by the grader)"),
     Setting("COURSE_FORKSERVER", None, "socket of a grading worker's fork server (set by the grader)"),
+    Setting("COURSE_SANDBOXED", None, "1: the fork server is sandboxed; no kernel starts outside it (set by the grader)"),
     Setting("COURSE_PACKAGE", None, "what a notebook's setup cell installs when course_utils is missing"),
 ]}
 

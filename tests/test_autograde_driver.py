@@ -18,11 +18,12 @@ from nbformat.v4 import new_code_cell
 
 from course_utils.grading.autograde import _environ, _kernel_never_started, grade, load_config, parse_size
 from tests.conftest import nbgrader
-from tests.helpers import ROOT
+from tests.helpers import ROOT, grading_sandbox
 from tests.mutations import MUTATIONS
 from tests.test_grading_e2e import _first_function, _mutate, _submission, _write
 
 CID = "01_qkv_retrieval"
+SANDBOX = grading_sandbox()  # the kernels in bubblewrap wherever it can start
 
 
 @pytest.fixture(scope="module")
@@ -115,9 +116,9 @@ def test_parallel_matches_serial_and_resumes(small_course):
     for m in MUTATIONS[CID][:2]:
         _write(course, CID, m.name, _submission(course, CID, _mutate(m)))
 
-    serial = grade(course, CID, jobs=1, force=True)
+    serial = grade(course, CID, jobs=1, force=True, sandbox=SANDBOX)
     serial_scores = scores(course)
-    parallel = grade(course, CID, jobs=2, force=True)
+    parallel = grade(course, CID, jobs=2, force=True, sandbox=SANDBOX)
     assert scores(course) == serial_scores
     assert all(s["state"] == "graded" and not s["reasons"] for s in {**serial, **parallel}.values()), parallel
     assert sum(serial_scores["reference"].values()) > 0 and not any(serial_scores["untouched"].values())
@@ -126,12 +127,12 @@ def test_parallel_matches_serial_and_resumes(small_course):
 
     # Nothing changed: nothing is graded again.
     lines: list[str] = []
-    again = grade(course, CID, jobs=2, progress=lines.append)
+    again = grade(course, CID, jobs=2, progress=lines.append, sandbox=SANDBOX)
     assert again == parallel and "0 to grade" in lines[0]
     # One learner resubmits: only that submission is graded.
     _write(course, CID, "reference", _submission(course, CID, _mutate(MUTATIONS[CID][0])))
     lines.clear()
-    after = grade(course, CID, jobs=2, progress=lines.append)
+    after = grade(course, CID, jobs=2, progress=lines.append, sandbox=SANDBOX)
     assert [ln.split(":")[0] for ln in lines if ln.startswith("[")] == ["[1/1] reference"]
     assert after["reference"]["graded_at"] >= parallel["reference"]["graded_at"]
     assert after["reference"]["sha256"] != parallel["reference"]["sha256"]
@@ -164,7 +165,7 @@ def test_limits_contain_failures(small_course):
     broken.write_text("{ this is not JSON")
 
     # The time limit leaves a loaded machine room to start a kernel (the first cell imports torch).
-    status = grade(course, CID, jobs=2, force=True, mem_limit="2G", time_limit=45)
+    status = grade(course, CID, jobs=2, force=True, mem_limit="2G", time_limit=45, sandbox=SANDBOX)
     got = scores(course)
     full = got["reference"]
     assert status["reference"]["state"] == "graded" and not status["reference"]["reasons"]
@@ -221,7 +222,8 @@ def test_a_stuck_worker_costs_one_student(small_course):
     try:
         # 120 s: well above the slowest start-and-grade of a chapter 01 submission on a busy CI machine,
         # so only the frozen workers run out of it.
-        status = grade(course, CID, jobs=1, force=True, answer_within=120, progress=lines.append)
+        status = grade(course, CID, jobs=1, force=True, answer_within=120, progress=lines.append,
+                       sandbox=SANDBOX)
     finally:
         done.set()
         t.join()

@@ -1,7 +1,8 @@
 """`make grades`: per-assignment CSVs and a Canvas import, read from nbgrader's gradebook.
 
 The gradebook is built with nbgrader's own API (two graded cells, three students, one late,
-one with a failed grading run in the parallel grader's status file).
+one with a failed grading run in the parallel grader's status file); what `make collect` saw
+(Canvas's LATE mark, a learner who handed in only a PDF) comes from a real collect of a zip.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from nbgrader.api import Gradebook
 from course_utils.cli import export as export_cli
 from course_utils.grading import export
 from tests.helpers import ROOT
+from tests.test_collect import make_zip, notebook, run_collect
 
 AID = "01_qkv_retrieval"
 # nbgrader's own add_submission trips SQLAlchemy's autoflush warning; it is harmless here.
@@ -120,3 +122,37 @@ def test_canvas_assignment_ids_and_cli(course, capsys):
     assert header.endswith(",Chapter 1: retrieval (55501)")
     assert export_cli.main(["--course", str(course), "--assignment", "99_nope"]) == 2
     assert "not in the gradebook: 99_nope" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("roster", [True, False], ids=["roster", "no_roster"])
+def test_what_collect_saw_reaches_the_grades(course, roster):
+    # Canvas's LATE mark becomes a flag; a learner who handed in only a PDF is in no gradebook
+    # and gets a 0 row saying what they handed in, roster or not; a roster learner absent from
+    # the zip gets "no submission"; a graded learner whose latest upload is no notebook is flagged.
+    if not roster:
+        (course / "roster.csv").unlink()
+    for aid in (AID, "02_self_attention"):
+        (course.parent / "notebooks" / aid).mkdir(parents=True)
+        (course.parent / "notebooks" / aid / f"{aid}.ipynb").write_text(notebook("release"))
+    zp = make_zip(course.parent / "submissions.zip", [
+        (f"jonesbob_LATE_2222_5679_{AID}.ipynb", notebook("bob"), (2026, 3, 2, 18, 0, 0)),
+        ("leecarol_3333_5680_answers.pdf", "%PDF-1.7", (2026, 3, 1, 9, 0, 0)),
+        ("smithalice_1234_5690_notes.txt", "my notes", (2026, 3, 1, 9, 0, 0)),
+    ])
+    run_collect(course.parent, zp)
+    export.export(course)
+
+    rows = {r["student_id"]: r for r in read(course / "grades" / f"{AID}.csv")}
+    assert rows["2222"]["flags"] == "late (Canvas)"
+    assert (rows["3333"]["score"], rows["3333"]["flags"]) == (
+        "0", f"no submission (handed in answers.pdf, no notebook of {AID})")
+    notes = f"handed in notes.txt, no notebook of {AID}"
+    assert ("rosteronly" in rows) == roster
+    if roster:  # Canvas user 1234 is asmith, graded before
+        assert rows["rosteronly"]["flags"] == "no submission"
+        assert (rows["asmith"]["score"], rows["asmith"]["flags"]) == ("10", f"latest collect: {notes}")
+    else:  # nothing ties Canvas user 1234 to asmith: a learner of their own
+        assert rows["asmith"]["flags"] == "" and rows["1234"]["flags"] == f"no submission ({notes})"
+    with (course / "grades" / "canvas.csv").open(newline="") as fh:
+        canvas = {r[1]: r for r in list(csv.reader(fh))[2:]}
+    assert canvas["3333"] == ["leecarol", "3333", "", "", "", "0"]

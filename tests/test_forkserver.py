@@ -19,7 +19,7 @@ import pytest
 
 from course_utils.grading.autograde import grade
 from tests.mutations import MUTATIONS
-from tests.test_autograde_driver import (CID, _insert_after_first_function, _reset, max_points, scores,
+from tests.test_autograde_driver import (CID, SANDBOX, _insert_after_first_function, _reset, max_points, scores,
                                          small_course)  # noqa: F401  (small_course is a fixture)
 from tests.test_grading_e2e import _mutate, _submission, _write
 
@@ -66,10 +66,10 @@ def test_same_scores_with_and_without_fork_server(small_course):
     for m in MUTATIONS[CID][:2]:
         _write(course, CID, m.name, _submission(course, CID, _mutate(m)))
 
-    plain = grade(course, CID, jobs=2, force=True, fork_server=False)
+    plain = grade(course, CID, jobs=2, force=True, fork_server=False, sandbox=False)
     plain_scores = scores(course)
     assert _probe(course, "reference") == ["PROBE plain clean"]
-    forked = grade(course, CID, jobs=2, force=True)
+    forked = grade(course, CID, jobs=2, force=True, sandbox=False)
     assert _probe(course, "reference") == ["PROBE forked clean"]
     assert scores(course) == plain_scores
     assert {s: (v["state"], v["reasons"]) for s, v in forked.items()} == \
@@ -82,7 +82,7 @@ def test_cell_timeout_interrupts_a_forked_kernel(small_course):
     course = small_course
     _reset(course)
     _write(course, CID, "loops", _submission(course, CID, _with_cells("while True:\n    pass", PROBE)))
-    status = grade(course, CID, jobs=1, force=True, env_extra={"COURSE_CELL_TIMEOUT": "10"})
+    status = grade(course, CID, jobs=1, force=True, env_extra={"COURSE_CELL_TIMEOUT": "10"}, sandbox=SANDBOX)
     s = status["loops"]
     assert s["state"] == "graded" and any("per-cell limit of 10 s" in r for r in s["reasons"]), s
     # The cells after the loop ran in the same (forked) kernel, and every test still passed.
@@ -97,7 +97,7 @@ def test_no_state_leaks_between_students(small_course):
     # One worker grades both, in this order (students are graded in sorted order).
     _write(course, CID, "a_leaks", _submission(course, CID, _with_cells(LEAKER)))
     _write(course, CID, "b_probes", _submission(course, CID, _with_cells(PROBE)))
-    status = grade(course, CID, jobs=1, force=True)
+    status = grade(course, CID, jobs=1, force=True, sandbox=SANDBOX)
     assert all(s["state"] == "graded" for s in status.values()), status
     got = scores(course)
     assert _probe(course, "b_probes") == ["PROBE forked clean"]

@@ -30,7 +30,7 @@ import pytest
 from nbformat.v4 import new_code_cell
 
 from tests.conftest import nbgrader
-from tests.helpers import ROOT, chapter_ids, hidden_test_lines_of, solution_notebook
+from tests.helpers import ROOT, chapter_ids, grading_sandbox, hidden_test_lines_of, solution_notebook
 from course_utils.grading.autograde import grade
 from course_utils.grading.feedback import generate as generate_feedback
 from tests.mutations import MUTATIONS, VARIANTS
@@ -41,6 +41,7 @@ _MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
 # idle machine and up to three times that with two graders per core and ATen's portable kernels.
 TIMEOUT = 30
 ARTIFACTS = ROOT / "test-artifacts"
+SANDBOX = grading_sandbox()  # the kernels in bubblewrap wherever it can start
 
 
 def _reference_sources(cid: str) -> dict[str, str]:
@@ -226,7 +227,7 @@ def test_autograde_end_to_end(cid, course):
     # included), so a stuck worker is replaced, and its student graded again, well inside the
     # test's own time limit.
     status = grade(course, cid, jobs=2, force=True, env_extra={"COURSE_CELL_TIMEOUT": str(TIMEOUT)},
-                   progress=lambda line: None, answer_within=600)
+                   progress=lambda line: None, answer_within=600, sandbox=SANDBOX)
     wall = time.perf_counter() - start
     failed = {s: st["reasons"] for s, st in status.items() if st["state"] != "graded"}
     assert not failed, f"submissions the grader could not grade: {failed}"

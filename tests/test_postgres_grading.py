@@ -22,7 +22,7 @@ from course_utils.grading.autograde import grade
 from tests.conftest import nbgrader
 from tests.helpers import missing_piece
 from tests.mutations import MUTATIONS
-from tests.test_autograde_driver import CID, max_points, scores, small_course  # noqa: F401  (fixture)
+from tests.test_autograde_driver import CID, SANDBOX, max_points, scores, small_course  # noqa: F401  (fixture)
 from tests.test_grading_e2e import _mutate, _of_exercise, _submission, _write
 
 
@@ -75,7 +75,7 @@ def test_grade_into_postgres_with_two_workers(small_course, postgres_url):  # no
     for m in mutations:
         _write(course, CID, m.name, _submission(course, CID, _mutate(m)))
 
-    status = grade(course, CID, jobs=2, force=True, env_extra=env)
+    status = grade(course, CID, jobs=2, force=True, env_extra=env, sandbox=SANDBOX)
     assert all(s["state"] == "graded" for s in status.values()), status
 
     full = max_points(course, db_url=postgres_url)

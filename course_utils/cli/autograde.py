@@ -2,6 +2,7 @@
 
     python -m course_utils.cli.autograde ID [--jobs N] [--force] [--student S ...]
                                             [--mem-limit 3G] [--time-limit 900] [--no-fork-server]
+                                            [--no-sandbox]
 
 Run from the repository root.  What it does and guarantees: ``grading/autograde.py``.
 """
@@ -25,14 +26,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--course", default=".", help="repository root or course directory (default: .)")
     parser.add_argument("--no-fork-server", dest="fork_server", action="store_false",
                         help="start each kernel as a fresh Python instead of forking it from a warm one")
+    parser.add_argument("--no-sandbox", dest="sandbox", action="store_false",
+                        help="run learner code without the bubblewrap sandbox (with the grader's rights); "
+                             "every row is then flagged 'graded without sandbox'")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         _worker(args.assignment_id, Path(args.course), parse_size(args.mem_limit), args.time_limit,
-                args.fork_server)
+                args.fork_server, args.sandbox)
         return 0
     status = grade(args.course, args.assignment_id, jobs=args.jobs, force=args.force, students=args.student,
-                   mem_limit=args.mem_limit, time_limit=args.time_limit, fork_server=args.fork_server)
+                   mem_limit=args.mem_limit, time_limit=args.time_limit, fork_server=args.fork_server,
+                   sandbox=args.sandbox)
     return 0  # failed submissions are results (see the status file), not errors of the command
 
 

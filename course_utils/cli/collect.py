@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..grading.collect import summary_lines
+from ..grading.collect import report_path as collect_report, summary_lines
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m course_utils.cli.collect", description=__doc__.split("\n")[0])
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(archive)  # a re-download replaces the old one
     archive.mkdir(parents=True, exist_ok=True)
     shutil.copy2(args.zip, archive / args.zip.name)
-    report_path = course / "downloaded" / args.assignment / "collect_report.json"
+    report_path = collect_report(course, args.assignment)
     report_path.unlink(missing_ok=True)  # CourseCollector writes a fresh one
     nbgrader = Path(sys.executable).with_name("nbgrader")
     proc = subprocess.run([str(nbgrader if nbgrader.exists() else "nbgrader"), "zip_collect", args.assignment, "--force"],

@@ -168,8 +168,9 @@ class _Watchdog(threading.Thread):
         import psutil
 
         self.psutil, self.me = psutil, psutil.Process()
-        # The fork server: the kernels are its children (counted, killed), it is not a kernel.
-        self.spare: int | None = None
+        # The fork server (and, sandboxed, bwrap's processes): the kernels are its children
+        # (counted, killed); it is not a kernel.
+        self.spare: set[int] = set()
         self.mem_limit, self.poll = mem_limit, poll
         self.deadline: float | None = None
         self.time_limit = 0.0
@@ -208,7 +209,7 @@ class _Watchdog(threading.Thread):
             with self.lock:
                 if self.deadline is None:
                     continue
-                kernels = [p for p in self.me.children(recursive=True) if p.pid != self.spare]
+                kernels = [p for p in self.me.children(recursive=True) if p.pid not in self.spare]
                 rss = self._memory(kernels, "rss")
                 if len(kernels) > 1 and self.mem_limit and rss > self.mem_limit:
                     # Processes a kernel forks (DataLoader workers), and a forked kernel and its
@@ -284,24 +285,32 @@ def _graded_reasons(autograded: Path, cell_timeout, mem_limit: int | None) -> li
 
 
 def _worker(assignment_id: str, root: Path, mem_limit: int | None, time_limit: float,
-            fork_server: bool = True) -> None:
+            fork_server: bool = True, sandboxed: bool = True) -> None:
     """Read student ids from stdin, grade each, answer one JSON line per student."""
-    zygote = None
-    if fork_server:
-        from course_utils.grading.forkserver import SOCKET_ENV, ForkServer
+    from course_utils.grading.forkserver import SANDBOX_ENV, SOCKET_ENV, ForkServer
 
+    box = None
+    if sandboxed:  # sandbox.py: the kernels are forked inside it, and talk over its folder
+        from course_utils.grading.sandbox import Sandbox
+
+        box = Sandbox()
+        os.environ[SANDBOX_ENV] = "1"  # no launcher falls back to a kernel outside the sandbox
+    zygote = None
+    if fork_server or sandboxed:
         folder = tempfile.mkdtemp(prefix="course-zygote-")  # short: a socket path has ~100 bytes
-        zygote = ForkServer(folder)
+        zygote = ForkServer(folder, sandbox=box)
         if zygote.start(dict(os.environ)):
             os.environ[SOCKET_ENV] = zygote.path  # the kernels' launcher finds it there
-        else:
+        elif not sandboxed:
             zygote = None
     try:
-        _grade_students(assignment_id, root, mem_limit, time_limit, zygote.pid if zygote else None)
+        _grade_students(assignment_id, root, mem_limit, time_limit, zygote, box)
     finally:
         if zygote is not None:
             zygote.stop()
             shutil.rmtree(os.path.dirname(zygote.path), ignore_errors=True)
+        if box is not None:
+            box.remove()
 
 
 def _kernel_died(log_text: str) -> bool:
@@ -319,7 +328,7 @@ def _kernel_never_started(error: str | None, log_text: str, cell_reached: bool, 
 
 
 def _grade_students(assignment_id: str, root: Path, mem_limit: int | None, time_limit: float,
-                    zygote_pid: int | None) -> None:
+                    zygote=None, box=None) -> None:
     import logging
 
     # The protocol gets its own copy of stdout; fd 1 becomes stderr, so whatever a kernel or
@@ -332,15 +341,23 @@ def _grade_students(assignment_id: str, root: Path, mem_limit: int | None, time_
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.preprocessors import Execute
 
+    from course_utils.grading.collect import unreadable_reason
+
     config = load_config(root)
     guarded = _guarded_execute()
     config.Autograde.autograde_preprocessors = [
         guarded if pp is Execute else pp for pp in Autograde.class_traits()["autograde_preprocessors"].default()]
+    if box is not None:  # the kernel's sockets: files in the sandbox's folder (it has no network)
+        config.KernelManager.transport = "ipc"
+        config.KernelManager.ip = str(box.run_dir / "kernel")
+        # One kernel at a time per worker: one name, in the folder the sandbox sees (the default
+        # is a temporary file in the grader's /tmp, which the sandbox does not share).
+        config.KernelManager.connection_file = str(box.run_dir / "kernel.json")
     log = logging.getLogger(f"course_grading.{os.getpid()}")
     log.setLevel(logging.INFO)
     log.propagate = False
     watchdog = _Watchdog(mem_limit)
-    watchdog.spare = zygote_pid
+    watchdog.spare = set(zygote.family) if zygote is not None else set()
     watchdog.start()
     logs = root / "status" / f"{assignment_id}.logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -352,6 +369,11 @@ def _grade_students(assignment_id: str, root: Path, mem_limit: int | None, time_
         start = time.perf_counter()
         for attempt in (1, 2):
             _CURRENT.clear()
+            if box is not None:
+                if zygote is not None and not zygote.alive():  # a submission killed it: a fresh one
+                    zygote.start(dict(os.environ))
+                    watchdog.spare = set(zygote.family)
+                box.reset(root / "submitted" / student / assignment_id)
             buffer = logs / f"{student}.log"
             handler = logging.FileHandler(buffer, mode="w")
             handler.setFormatter(logging.Formatter("%(asctime)s [%(levelname)s] %(message)s"))
@@ -370,6 +392,8 @@ def _grade_students(assignment_id: str, root: Path, mem_limit: int | None, time_
                 watchdog.disarm()
                 log.removeHandler(handler)
                 handler.close()
+                if zygote is not None:
+                    zygote.sweep()  # nothing a submission started outlives its grading
             text = buffer.read_text(errors="replace")
             died = bool(error) and _kernel_died(text)
             no_start = _kernel_never_started(error, text, "cell" in _CURRENT, watchdog.reason)
@@ -399,6 +423,9 @@ def _grade_students(assignment_id: str, root: Path, mem_limit: int | None, time_
             elif died:
                 reason = (f"the kernel died while running {where} (the code exits Python, kills "
                           f"its own process, or crashed it); nothing after that cell ran")
+            elif unreadable := unreadable_reason(coursedir.format_path(coursedir.submitted_directory, student,
+                                                                       assignment_id)):
+                reason = f"grading failed: {unreadable}"  # the cause and the fix, not nbformat's error
             else:
                 # nbgrader logs the traceback, then "There was an error processing assignment
                 # '<id>' for student ...": the line before that is the exception itself.
@@ -470,7 +497,8 @@ def _eta(seconds: float) -> str:
 def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = None, force: bool = False,
           students: list[str] | None = None, mem_limit: str | int | None = DEFAULT_MEM_LIMIT,
           time_limit: float = DEFAULT_TIME_LIMIT, env_extra: dict | None = None,
-          progress=print, fork_server: bool = True, answer_within: float | None = None) -> dict:
+          progress=print, fork_server: bool = True, answer_within: float | None = None,
+          sandbox: bool = True) -> dict:
     """Grade the submissions of ``assignment_id`` and return the assignment's status
     (``{student: {"sha256", "state", "reasons", "flags", "seconds", "graded_at"}}``, every
     student, graded now or before).  ``course_dir`` is the repository (or a copy of the course)
@@ -479,9 +507,21 @@ def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = 
     ``fork_server=False`` starts every kernel as a fresh Python (see ``forkserver.py``);
     ``answer_within`` (seconds; default two attempts at ``time_limit`` plus ``ANSWER_MARGIN``)
     bounds the wait for one student: a worker that gives no answer is stopped and the student
-    graded once more by a fresh worker, then failed, so a stuck worker never stops the class."""
+    graded once more by a fresh worker, then failed, so a stuck worker never stops the class.
+    ``sandbox`` (the default) runs every kernel in bubblewrap (``sandbox.py``) and refuses to
+    grade where it cannot start; ``sandbox=False`` grades with the grader's own rights and flags
+    every row ``graded without sandbox``."""
     answer_within = answer_within or 2 * time_limit + ANSWER_MARGIN
     root = course_root(course_dir)
+    if sandbox:
+        from course_utils.grading.sandbox import unavailable
+
+        why = unavailable()
+        if why:
+            raise SystemExit(f"cannot grade: {why}")
+        if not fork_server:
+            raise SystemExit("the grading sandbox starts its kernels through the fork server: "
+                             "--no-fork-server needs --no-sandbox as well")
     mem_bytes = parse_size(mem_limit)
     jobs = max(1, jobs or len(os.sched_getaffinity(0)))
     submitted = root / "submitted"
@@ -503,7 +543,7 @@ def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = 
     progress(f"{assignment_id}: {len(present)} submissions, {len(todo)} to grade"
              + ("" if force else f" ({len(present) - len(todo)} unchanged since last graded; --force regrades them)")
              + f", {min(jobs, len(todo))} worker(s), limits {_gib(mem_bytes) if mem_bytes else 'no'} memory, "
-               f"{time_limit:g} s per notebook")
+               f"{time_limit:g} s per notebook, " + ("in a sandbox" if sandbox else "WITHOUT a sandbox (--no-sandbox)"))
     if not todo:
         return status
 
@@ -532,6 +572,10 @@ def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = 
         def record(result: dict) -> None:
             s = result["student"]
             flags = tamper_flags(submitted / s / assignment_id)
+            if not sandbox:
+                from course_utils.grading.sandbox import FLAG_UNSANDBOXED
+
+                flags.append(FLAG_UNSANDBOXED)
             with lock:
                 status[s] = {"sha256": shas[s], "state": result["state"], "reasons": result["reasons"],
                              "flags": flags, "seconds": result["seconds"],
@@ -568,7 +612,8 @@ def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = 
                         proc = subprocess.Popen(
                             [sys.executable, "-m", "course_utils.cli.autograde", assignment_id,
                              "--worker", "--course", str(root), "--mem-limit", str(mem_bytes or 0),
-                             "--time-limit", str(time_limit)] + ([] if fork_server else ["--no-fork-server"]),
+                             "--time-limit", str(time_limit)] + ([] if fork_server else ["--no-fork-server"])
+                            + ([] if sandbox else ["--no-sandbox"]),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=open(logs / f"worker-{n}.log", "a"), cwd=root, env=env, text=True)
                     t0 = time.perf_counter()

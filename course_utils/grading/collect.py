@@ -20,6 +20,16 @@ Learner -> nbgrader student id: the roster ``autograde/roster.csv`` when it name
 of the account), or for Moodle a slug of the full name (``Zoë Müller`` -> ``zoe-muller``).
 Learners missing from an existing roster are collected under that default id and reported.
 
+A learner's copy of the notebook counts as the notebook: Canvas's ``x-1.ipynb``, a browser's
+``x (1).ipynb`` and Colab's download name ``Copy_of_x.ipynb`` (``Copy of x.ipynb``) are
+``x.ipynb``.  A collected notebook that Jupyter cannot open (a truncated upload) is still
+collected, so that its learner is graded (and fails with the cause), and the report lists it.
+A learner whose files hold no notebook of the assignment (a PDF only) is listed in the report
+under ``no_notebook``; ``make grades`` gives them a "no submission" row.  The report,
+``downloaded/<id>/collect_report.json``, is the one record of what each collect found per
+assignment (Canvas's ``LATE_`` mark included), which the grade export reads; which LMS account
+each student id is lives in ``lms_students.csv``.
+
 Several files for the same student and notebook (a resubmission, a late copy): the newest
 wins, by the submission time, then by Canvas's ``-N`` resubmission suffix, then by Canvas's
 file number (both only grow).  The newest is what the learner last chose to hand in, and it
@@ -57,13 +67,24 @@ Canvas gradebook import (``course_utils.grading.export``); ``email`` is for peop
 
 LMS_STUDENTS = "lms_students.csv"
 """Written by every collect into the course directory: which LMS learner each student id is
-(``student_id,lms,lms_id,name``), so that the grade export can name Canvas users."""
+(``student_id,lms,lms_id,name``), so that the grade export can name Canvas users.  Every
+learner seen in a zip is recorded, with or without a notebook."""
+
+REPORT = "collect_report.json"
+"""Written by every collect into ``downloaded/<id>/``: ``collected`` (with Canvas's ``late``
+mark), ``skipped`` (file and reason), ``unknown`` (learners an existing roster lacks),
+``unreadable`` (collected notebooks Jupyter cannot open) and ``no_notebook`` (learners who
+handed in no notebook of the assignment, with their files)."""
 
 CANVAS = re.compile(r"^(?P<sortable>[^/]+?)_(?P<late>LATE_)?(?P<user>\d+)_(?P<number>\d+)_(?P<rest>.+)$")
 MOODLE = re.compile(r"^(?P<name>[^/]+?)_(?P<participant>\d+)_assign(?P<area>submission|feedback)"
                     r"_(?P<plugin>[a-z]+)_(?P<rest>.*)$")
 # Copies a learner made before uploading: Canvas's "x-1.ipynb", a browser's "x (1).ipynb".
 COPY_SUFFIX = re.compile(r"(?:-(?P<canvas>\d+)|\s*\((?P<browser>\d+)\))$")
+# Colab names a copy of a notebook "Copy of x" and downloads it as "Copy_of_x.ipynb".
+COLAB_PREFIX = re.compile(r"^(?:copy[ _]of[ _])+", re.I)
+TRUNCATED = "the file ends early (the upload was cut off?)"
+RESUBMIT = "download the notebook from Jupyter or Colab again (File, Download) and submit that file"
 
 
 def slug(name: str) -> str:
@@ -74,6 +95,55 @@ def slug(name: str) -> str:
 
 def _norm_name(name: str) -> str:
     return " ".join(name.casefold().split())
+
+
+def report_path(course: Path, assignment: str) -> Path:
+    """Where collect writes, and the grade export reads, an assignment's collect report."""
+    return Path(course) / "downloaded" / assignment / REPORT
+
+
+def read_report(course: Path, assignment: str) -> dict:
+    """The assignment's collect report; {} when it was never collected from an LMS zip."""
+    path = report_path(course, assignment)
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); run `make collect` for {assignment} again") from err
+
+
+def notebook_problem(path: str | os.PathLike) -> str | None:
+    """Why the file at ``path`` is not a notebook Jupyter can open, in words for the learner
+    (it never names a folder); None when it is one."""
+    data = Path(path).read_bytes()
+    if not data.strip():
+        return "the file is empty (the upload failed, or the notebook was never saved)"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if err.reason == "unexpected end of data":  # cut off inside a character
+            return TRUNCATED
+        return "the file is not text (another kind of file renamed to .ipynb?)"
+    if not text.rstrip().endswith("}"):  # a notebook is one JSON object: a cut-off file lacks its end
+        return TRUNCATED
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as err:
+        return (f"the file is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}; "
+                f"edited outside Jupyter?)")
+    if (not isinstance(raw, dict) or not isinstance(raw.get("nbformat"), int)
+            or (raw["nbformat"] >= 4 and not isinstance(raw.get("cells"), list))):
+        return "the file is JSON but not a Jupyter notebook (no notebook format version or no cells)"
+    return None
+
+
+def unreadable_reason(folder: str | os.PathLike) -> str | None:
+    """The reason, cause and fix, why a submitted folder's notebooks cannot be graded (a
+    learner reads it on the feedback page: file names only); None when all can be read."""
+    problems = [f"{nb.name} is not a readable notebook: {why}"
+                for nb in sorted(Path(folder).glob("*.ipynb")) if (why := notebook_problem(nb))]
+    return "; ".join(problems + [RESUBMIT]) if problems else None
 
 
 def read_roster(path: Path) -> list[dict]:
@@ -94,14 +164,14 @@ def read_roster(path: Path) -> list[dict]:
 
 @dataclass
 class Candidate:
-    """One extracted file that names a learner of an LMS."""
+    """One extracted file that a learner handed in through an LMS."""
     path: str                 # absolute path in the extracted folder
     rel: str                  # path relative to the extracted folder, for messages
     lms: str                  # "canvas" or "moodle"
     lms_id: str               # Canvas user id, or Moodle participant id
     name: str                 # Canvas sortable name, or Moodle full name
     original: str             # the learner's own file name
-    notebook: str             # original with copy suffixes removed
+    notebook: str             # original with copy prefixes and suffixes removed
     copy_number: int          # Canvas "-N" / browser "(N)" suffix, 0 when none
     file_number: int          # Canvas's second number (grows with time), 0 for Moodle
     late: bool                # Canvas marked it LATE_
@@ -137,11 +207,14 @@ def parse_lms_path(rel: str) -> dict | None:
 
 
 def strip_copy_suffix(filename: str) -> tuple[str, int]:
-    """``x-2.ipynb`` -> (``x.ipynb``, 2); ``x (1).ipynb`` -> (``x.ipynb``, 1); else (name, 0)."""
+    """The file a learner's copy stands for, and the copy's number: ``x-2.ipynb`` ->
+    (``x.ipynb``, 2); ``x (1).ipynb`` -> (``x.ipynb``, 1); Colab's ``Copy_of_x.ipynb`` and
+    ``Copy of x.ipynb`` -> (``x.ipynb``, 0); else (name, 0)."""
     stem, ext = os.path.splitext(filename)
+    stem = COLAB_PREFIX.sub("", stem) or stem
     m = COPY_SUFFIX.search(stem)
     if not m:
-        return filename, 0
+        return stem + ext, 0
     return stem[:m.start()] + ext, int(m["canvas"] or m["browser"])
 
 
@@ -233,7 +306,8 @@ class CourseCollector(FileNameCollectorPlugin):
             raise ValueError(f"CourseCollector.zip_timezone={self.zip_timezone!r} is not a time zone name")
 
         skipped: list[dict] = []
-        candidates: list[Candidate] = []
+        handed_in: list[Candidate] = []  # every file a learner handed in, notebook or not
+        candidates: list[Candidate] = []  # the notebooks of this assignment among them
         for dirpath, _, files in os.walk(extracted):
             for name in sorted(files):
                 path = os.path.join(dirpath, name)
@@ -242,26 +316,30 @@ class CourseCollector(FileNameCollectorPlugin):
                 if info is None:
                     skipped.append(dict(file=rel, reason="not named like a Canvas or Moodle submission"))
                     continue
-                if info["area"] != "submission" or info["plugin"] != "file":
+                if info["area"] != "submission":
                     skipped.append(dict(file=rel, reason=f"Moodle {info['plugin']} {info['area']}, not a submitted file"))
                     continue
                 notebook, copy_number = strip_copy_suffix(info["original"])
-                if os.path.splitext(notebook)[1] not in self.valid_ext:
-                    skipped.append(dict(file=rel, reason="not a notebook"))
-                    continue
-                if notebook not in ours:
-                    reason = (f"notebook of another assignment ({others[notebook]})" if notebook in others
-                              else f"not a notebook of {aid} (expected {', '.join(sorted(ours))})")
-                    skipped.append(dict(file=rel, reason=reason))
-                    continue
-                when = dt.datetime.fromtimestamp(os.path.getmtime(path), tz)
-                candidates.append(Candidate(
+                c = Candidate(
                     path=os.path.abspath(path), rel=rel, lms=info["lms"], lms_id=info["lms_id"],
                     name=info["name"], original=info["original"], notebook=notebook,
                     copy_number=copy_number, file_number=info["number"], late=info["late"],
-                    timestamp=when))
+                    timestamp=dt.datetime.fromtimestamp(os.path.getmtime(path), tz))
+                handed_in.append(c)
+                if info["plugin"] != "file":
+                    reason = f"Moodle {info['plugin']} {info['area']}, not a submitted file"
+                elif os.path.splitext(notebook)[1] not in self.valid_ext:
+                    reason = "not a notebook"
+                elif notebook not in ours:
+                    reason = (f"notebook of another assignment ({others[notebook]})" if notebook in others
+                              else f"not a notebook of {aid} (expected {', '.join(sorted(ours))})")
+                else:
+                    candidates.append(c)
+                    continue
+                skipped.append(dict(file=rel, reason=reason))
 
-        unknown = self._assign_student_ids(candidates, root / self.roster)
+        # Every learner gets an id, so that one who handed in no notebook still gets a grade row.
+        unknown = self._assign_student_ids(handed_in, root / self.roster)
 
         # Newest wins per (student, notebook); see the module docstring for why.
         best: dict[tuple[str, str], Candidate] = {}
@@ -274,13 +352,31 @@ class CourseCollector(FileNameCollectorPlugin):
         answers = {c.path: dict(student_id=c.student_id, file_id=c.notebook,
                                 timestamp=c.timestamp.isoformat())
                    for c in best.values()}
+        chosen = sorted(best.values(), key=lambda c: (c.student_id, c.notebook))
         collected = [dict(student_id=c.student_id, lms=c.lms, lms_id=c.lms_id, name=c.name,
                           file=c.rel, timestamp=c.timestamp.isoformat(), late=c.late, notes=c.notes)
-                     for c in sorted(best.values(), key=lambda c: c.student_id)]
-        report = dict(assignment=aid, collected=collected, skipped=skipped, unknown=unknown)
-        report_path = Path(extracted).parent / "collect_report.json"
-        report_path.write_text(json.dumps(report, indent=1))
-        update_lms_students(root / LMS_STUDENTS, best.values())
+                     for c in chosen]
+        # Collected all the same (the learner is graded, and fails with the cause), and reported
+        # now, while the learner can still upload it again.
+        unreadable = [dict(student_id=c.student_id, file=c.rel,
+                           reason=f"not a readable notebook: {why}; ask the learner to upload it again")
+                      for c in chosen if (why := notebook_problem(c.path))]
+        with_notebook = {c.student_id for c in chosen}
+        no_notebook: dict[str, dict] = {}
+        for c in sorted(handed_in, key=lambda c: (c.student_id, c.original)):
+            if c.student_id in with_notebook:
+                continue
+            entry = no_notebook.setdefault(c.student_id, dict(student_id=c.student_id, lms=c.lms, lms_id=c.lms_id,
+                                                              name=c.name, files=[], late=False))
+            if c.original not in entry["files"]:
+                entry["files"].append(c.original)
+            entry["late"] = entry["late"] or c.late
+        report = dict(assignment=aid, collected=collected, skipped=skipped, unknown=unknown,
+                      unreadable=unreadable, no_notebook=list(no_notebook.values()))
+        path = report_path(root, aid)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=1))
+        update_lms_students(root / LMS_STUDENTS, handed_in)
         for line in summary_lines(report):
             self.log.info(line)
         return dict(answers=answers, report=report)
@@ -341,8 +437,19 @@ def summary_lines(report: dict) -> list[str]:
         lines.append(f"  ... and {len(report['collected']) - len(shown)} more (all in collect_report.json)")
     for s in report["skipped"]:
         lines.append(f"  skipped   {s['file']}: {s['reason']}")
+    if report.get("unreadable"):
+        lines.append(f"  {len(report['unreadable'])} collected notebook(s) cannot be opened (grading will fail "
+                     f"them, naming the cause):")
+        for u in report["unreadable"]:
+            lines.append(f"    {u['student_id']:<16} {u['file']}: {u['reason']}")
+    if report.get("no_notebook"):
+        lines.append(f"  {len(report['no_notebook'])} learner(s) handed in no notebook of {report['assignment']} "
+                     f"(`make grades` gives them a 'no submission' row):")
+        for n in report["no_notebook"]:
+            late = " (LATE in Canvas)" if n["late"] else ""
+            lines.append(f"    {n['student_id']:<16} {n['lms']} {n['name']!r}: {', '.join(n['files'])}{late}")
     if report["unknown"]:
-        lines.append(f"  {len(report['unknown'])} learner(s) not in the roster, collected under a default id "
+        lines.append(f"  {len(report['unknown'])} learner(s) not in the roster, given a default id "
                      f"(add them to roster.csv and collect again to rename):")
         for u in report["unknown"]:
             lines.append(f"    {u['lms']} {u['lms_id']} {u['name']!r} -> {u['student_id']}")

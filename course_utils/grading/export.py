@@ -7,8 +7,9 @@ Writes, into ``<course>/grades/``:
   points, plus any manual points) minus nbgrader's ``late_penalty``, never below 0.  ``flags``
   joins, with "; ", the ``reasons`` and ``flags`` of ``status/<id>.json`` (written by the
   parallel grader: a failed run's reason, tampering found; on Kubernetes each pod writes
-  ``status/<index>/<id>.json`` and they are merged), "no submission", and "needs manual
-  grading".
+  ``status/<index>/<id>.json`` and they are merged), what ``make collect`` recorded in
+  ``downloaded/<id>/collect_report.json`` ("late (Canvas)" for Canvas's ``LATE_`` mark; the
+  files of a learner who handed in no notebook), "no submission", and "needs manual grading".
 - ``canvas.csv``: a Canvas gradebook import (Grades > Import): ``Student, ID, SIS User ID,
   SIS Login ID, Section``, a "Points Possible" row, then one column per assignment.  Canvas
   matches learners on ``ID`` (the Canvas user id) and assignments on the column title:
@@ -17,8 +18,10 @@ Writes, into ``<course>/grades/``:
   (``assignment,canvas_assignment_id[,canvas_name]``) to update the ones already in Canvas.
 
 Only assignments with at least one submission are exported, so that importing never writes
-zeros for work that is not due yet.  Every student known to the gradebook or the roster gets
-a row; a student without a submission scores 0 with the flag "no submission".  Canvas user
+zeros for work that is not due yet.  Every student known to the gradebook, the roster or a
+collect report (a learner who handed in only a PDF is in no gradebook) gets a row; a student
+without a submission scores 0 with the flag "no submission", followed by what they handed in
+when the collect saw files of theirs.  Canvas user
 ids come from ``roster.csv`` (``canvas_id``), then from what ``make collect`` recorded
 (``lms_students.csv``), then from the gradebook's ``lms_user_id``; students without one are
 left out of ``canvas.csv`` and listed.
@@ -36,7 +39,7 @@ from pathlib import Path
 from nbgrader.api import Gradebook, MissingEntry
 from traitlets.config.loader import PyFileConfigLoader
 
-from .collect import LMS_STUDENTS, read_roster
+from .collect import LMS_STUDENTS, read_report, read_roster
 
 COLUMNS = ["student_id", "score", "max_score", "late_penalty", "raw_score", "submitted_at", "flags"]
 CANVAS_FIXED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -86,19 +89,36 @@ class Row:
                     submitted_at=self.submitted_at, flags="; ".join(self.flags))
 
 
-def assignment_rows(gb: Gradebook, assignment, students: list[str], status: dict) -> list[Row]:
-    """One row per student for one nbgrader ``Assignment``."""
+def collect_flags(report: dict) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """From a collect report: {student: ["late (Canvas)"]} for Canvas's ``LATE_`` mark, and
+    {student: what they handed in} for learners whose files held no notebook."""
+    late = {c["student_id"]: ["late (Canvas)"] for c in report.get("collected", []) if c.get("late")}
+    handed = {}
+    for n in report.get("no_notebook", []):
+        handed[n["student_id"]] = f"handed in {', '.join(n['files'])}, no notebook of {report['assignment']}"
+        if n.get("late"):
+            late[n["student_id"]] = ["late (Canvas)"]
+    return late, handed
+
+
+def assignment_rows(gb: Gradebook, assignment, students: list[str], status: dict,
+                    report: dict | None = None) -> list[Row]:
+    """One row per student for one nbgrader ``Assignment``; ``report`` is its collect report."""
+    late, handed = collect_flags(report or {})
     rows = []
     for sid in students:
         st = status.get(sid, {})
         flags = [str(x) for x in (st.get("reasons") or []) + (st.get("flags") or [])]
+        flags += late.get(sid, [])
         try:
             sub = gb.find_submission(assignment.name, sid)
         except MissingEntry:
             if not st:
-                flags.append("no submission")
+                flags.append(f"no submission ({handed[sid]})" if sid in handed else "no submission")
             rows.append(Row(sid, 0.0, assignment.max_score, 0.0, 0.0, "", flags))
             continue
+        if sid in handed:  # graded from an earlier collect; the latest zip held no notebook of theirs
+            flags.append(f"latest collect: {handed[sid]}")
         raw = sub.score or 0.0
         penalty = sub.late_submission_penalty or 0.0
         if sub.needs_manual_grade:
@@ -153,8 +173,10 @@ def export(course: Path, db_url: str | None = None, only: list[str] | None = Non
     out_dir.mkdir(exist_ok=True)
     files, exported = [], {}
     with Gradebook(db_url, course_id=course_id) as gb:
-        students = sorted({s.id for s in gb.students} | {r["student_id"] for r in roster})
         names = [a.name for a in gb.assignments]
+        reports = {a: read_report(course, a) for a in names}
+        seen = {n["student_id"] for r in reports.values() for n in r.get("no_notebook", [])}
+        students = sorted({s.id for s in gb.students} | {r["student_id"] for r in roster} | seen)
         unknown = sorted(set(only or []) - set(names))
         if unknown:
             raise ValueError(f"not in the gradebook: {', '.join(unknown)} (known: {', '.join(names) or 'none'}); "
@@ -162,7 +184,7 @@ def export(course: Path, db_url: str | None = None, only: list[str] | None = Non
         for a in gb.assignments:
             if (only and a.name not in only) or not a.submissions:
                 continue
-            rows = assignment_rows(gb, a, students, read_status(course, a.name))
+            rows = assignment_rows(gb, a, students, read_status(course, a.name), reports[a.name])
             path = out_dir / f"{a.name}.csv"
             with path.open("w", newline="", encoding="utf-8") as fh:
                 w = csv.DictWriter(fh, fieldnames=COLUMNS)

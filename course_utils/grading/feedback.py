@@ -79,8 +79,9 @@ def render(assignment_id: str, notebook_id: str, student: str, rows: list[tuple[
         parts.append('<section class="failed" aria-labelledby="failed">\n<h2 id="failed">Your notebook could '
                      'not be graded</h2>\n<ul>\n'
                      + "".join(f"<li>{esc(r)}</li>\n" for r in failure)
-                     + "</ul>\n<p>Its tests score 0. Fix the cause, run the notebook from the top "
-                       "(Kernel, Restart and Run All) and submit again.</p>\n</section>\n")
+                     + "</ul>\n<p>Its tests score 0. Put right what the list above names, run the "
+                       "notebook from the top (Kernel, Restart and Run All) to check it, and submit "
+                       "again.</p>\n</section>\n")
     if notes:
         parts.append('<section aria-labelledby="notes">\n<h2 id="notes">Notes from the grader</h2>\n<ul>\n'
                      + "".join(f"<li>{esc(r)}</li>\n" for r in notes) + "</ul>\n</section>\n")

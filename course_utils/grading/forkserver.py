@@ -14,8 +14,9 @@ How a kernel starts, seen from nbgrader's kernel manager nothing changes:
 3. the zygote forks; the child takes those over, applies the memory limit and drops the
    grader's secrets (as ``kernel.py`` does), then becomes the IPython kernel;
 4. the launcher stays as the kernel's stand-in: it forwards SIGINT/SIGTERM/SIGHUP (the per-cell
-   timeout interrupts with SIGINT) and exits with the child's status, which the zygote sends
-   when it reaps the child.  If the launcher is killed (the manager's SIGKILL, the watchdog),
+   timeout interrupts with SIGINT) over the connection, where the child raises them in itself
+   (a process id means nothing across the sandbox's PID namespace), and exits with the child's
+   status, which the zygote sends when it reaps the child.  If the launcher is killed (the manager's SIGKILL, the watchdog),
    the child sees its end of the connection close and kills its own process group: the child
    is the zygote's child, not the launcher's, so ``PR_SET_PDEATHSIG`` cannot do it.
 
@@ -25,7 +26,14 @@ fresh Python: the hash seed of ``str`` (``PYTHONHASHSEED``) and the modules' imp
 (numpy's global generator is reseeded in each child; torch's default seed is fixed anyway).
 
 When the zygote is missing, dies, or refuses (it checks it has a single thread before it
-serves), the launcher falls back to the plain kernel; ``--no-fork-server`` turns it off.
+serves), the launcher falls back to the plain kernel; ``--no-fork-server`` turns it off.  A
+sandboxed zygote (``sandbox.py``: started inside bubblewrap with ``--workdir``) never has a
+fallback outside the sandbox: the launcher then fails instead (``SANDBOX_ENV``).  Sandboxed, the
+zygote takes its listening socket from the worker (``--listen-fd``: the socket's file is
+outside the sandbox, where no kernel can replace it), runs every kernel in ``work/`` with the
+sandbox's own environment plus the few variables in ``sandbox.PASSED_ENV``, and makes itself
+undumpable, so that a kernel, which runs as the same user, cannot attach to it and change the
+kernels it forks for the students after.
 
 Run by path (``python forkserver.py SOCKET``) it is the zygote; the launcher imports it by
 path too, so nothing heavy is imported at the top of this file.
@@ -43,6 +51,7 @@ import sys
 import time
 
 SOCKET_ENV = "COURSE_FORKSERVER"  # the zygote's socket, in the worker's (and launcher's) environment
+SANDBOX_ENV = "COURSE_SANDBOXED"  # set by the worker: the zygote is sandboxed, never fall back outside
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # What a notebook's first cell imports (see the chapters): imported once, in the zygote.
 WARM_MODULES = ("torch", "torch.nn", "torch.nn.functional", "numpy", "matplotlib", "matplotlib.pyplot",
@@ -101,6 +110,7 @@ def run_forked_kernel(argv: list[str], wait_for_zygote: float = 300) -> int | No
     until it exits, and return its exit status (negative: killed by that signal).  ``None``
     when no kernel was forked (no zygote, or it refused): start a plain kernel instead."""
     path = os.environ.pop(SOCKET_ENV, "")
+    sandboxed = bool(os.environ.pop(SANDBOX_ENV, ""))
     if not path:
         return None
     pending: list[int] = []
@@ -108,19 +118,26 @@ def run_forked_kernel(argv: list[str], wait_for_zygote: float = 300) -> int | No
 
     def forward(signum, _frame):
         if child["pid"]:
-            try:
-                os.kill(child["pid"], signum)
-            except ProcessLookupError:
+            try:  # the child raises it in itself (_watch_launcher)
+                _send(sock, {"signal": int(signum)})
+            except OSError:
                 pass
         else:
             pending.append(signum)  # arrived before the fork: delivered once the child exists
+
+    def no_kernel(why: str) -> int | None:
+        if sandboxed:  # learner code never runs outside the sandbox
+            print(f"course grading: {why}; the grading sandbox has no kernel to give, and no learner code "
+                  "runs outside it", file=sys.stderr)
+            return 1
+        print(f"course grading: {why}; starting a plain kernel", file=sys.stderr)
+        return None
 
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(path)
     except OSError as exc:
-        print(f"course grading: no fork server at {path} ({exc}); starting a plain kernel", file=sys.stderr)
-        return None
+        return no_kernel(f"no fork server at {path} ({exc})")
     old = {s: signal.signal(s, forward) for s in _FORWARDED}
     try:
         # The zygote may still be importing (it accepts first): wait, but not forever.
@@ -136,9 +153,7 @@ def run_forked_kernel(argv: list[str], wait_for_zygote: float = 300) -> int | No
         sock.close()
         if any(signum != signal.SIGINT for signum in pending):
             return -pending[-1]  # the manager stopped this kernel while it was being made
-        print(f"course grading: the fork server did not start a kernel ({exc}); starting a plain kernel",
-              file=sys.stderr)
-        return None
+        return no_kernel(f"the fork server did not start a kernel ({exc})")
     child["pid"] = reply["pid"]
     for signum in pending:
         forward(signum, None)
@@ -164,14 +179,17 @@ def exit_like(code: int) -> None:
 
 # ------------------------------------------------------------------ the zygote
 class _Zygote:
-    def __init__(self, path: str):
-        self.path = path
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    def __init__(self, path: str | None, listen_fd: int | None = None, workdir: str | None = None):
+        self.path, self.workdir = path, workdir
+        self.listener = (socket.socket(fileno=listen_fd) if listen_fd is not None
+                         else socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
         self.children: dict[int, socket.socket] = {}  # kernel pid -> its launcher's connection
         self.wake_r, self.wake_w = os.pipe()
 
     def listen(self) -> None:
         """Listen before warming up: a launcher that comes early waits instead of failing."""
+        if self.path is None:  # the worker bound and listens on it already (sandboxed)
+            return
         if os.path.exists(self.path):
             os.unlink(self.path)
         self.listener.bind(self.path)
@@ -303,9 +321,15 @@ class _Zygote:
             os.dup2(fd, target)
             os.close(fd)
 
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
+        if self.workdir is not None:  # sandboxed: the sandbox's folder and environment, not the grader's
+            from course_utils.grading.sandbox import PASSED_ENV
+
+            os.chdir(self.workdir)
+            os.environ.update({k: v for k, v in request["env"].items() if k in PASSED_ENV})
+        else:
+            os.chdir(request["cwd"])
+            os.environ.clear()
+            os.environ.update(request["env"])
         # ipykernel exits when its parent changes; the parent is this zygote, not the manager.
         # (Its default comes from JPY_PARENT_PID, read when the zygote imported it: set it here.)
         os.environ["JPY_PARENT_PID"] = str(os.getppid())
@@ -327,26 +351,44 @@ class _Zygote:
 
     @staticmethod
     def _watch_launcher(conn: socket.socket, launcher: int) -> None:
-        """Die with the launcher: its end of the connection closes when it exits or is killed."""
+        """Raise in this process the signals the launcher forwards; die with the launcher: its
+        end of the connection closes when it exits or is killed."""
         import threading
 
         def watch():
             try:
-                while conn.recv(4096):
-                    pass
-            except OSError:
+                while True:
+                    message, _ = _recv(conn)
+                    signum = int(message.get("signal", 0))
+                    if signum == signal.SIGINT:  # interrupts the running cell; the kernel lives on
+                        os.kill(os.getpid(), signum)
+                    elif signum in _FORWARDED:
+                        os.killpg(0, signum)
+            except (OSError, EOFError, ValueError):
                 pass
             os.killpg(0, signal.SIGKILL)  # the kernel and whatever it started
 
         threading.Thread(target=watch, name="launcher-watch", daemon=True).start()
 
 
-def serve(path: str) -> None:
-    """The zygote's main: listen on ``path``, warm up, fork kernels until stdin closes."""
+def _undumpable() -> None:
+    """No process of the same user may attach to this one (ptrace, /proc/<pid>/mem)."""
+    import ctypes
+
+    PR_SET_DUMPABLE = 4
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
+def serve(path: str | None, listen_fd: int | None = None, workdir: str | None = None) -> None:
+    """The zygote's main: listen on ``path`` (or the listening socket ``listen_fd``), warm up,
+    fork kernels until stdin closes; ``workdir``: sandboxed, every kernel runs there."""
     # Run by path, sys.path[0] is this folder, which a plain kernel does not have (kernel.py).
     if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
         del sys.path[0]
-    zygote = _Zygote(path)
+    if workdir is not None:
+        _undumpable()
+    zygote = _Zygote(path, listen_fd, workdir)
     zygote.listen()
     print("listening", flush=True)
     os.dup2(2, 1)  # nobody reads our stdout after that line: what we print goes to the log
@@ -360,17 +402,20 @@ def serve(path: str) -> None:
             except ProcessLookupError:
                 pass
         zygote.listener.close()
-        if os.path.exists(path):
+        if path is not None and os.path.exists(path):
             os.unlink(path)
 
 
 class ForkServer:
-    """The zygote of one grading worker: ``start()`` it, put ``env()`` into the environment the
-    kernels inherit, ``stop()`` it when the worker ends (it also stops when the worker dies)."""
+    """The zygote of one grading worker: ``start()`` it, put ``path`` into the environment the
+    kernels inherit (``SOCKET_ENV``), ``stop()`` it when the worker ends (it also stops when the
+    worker dies).  With a ``sandbox`` (``sandbox.Sandbox``) it runs inside it."""
 
-    def __init__(self, folder: str):
+    def __init__(self, folder: str, sandbox=None):
         self.path = os.path.join(folder, "zygote.sock")
+        self.sandbox = sandbox
         self.proc = None
+        self.family: set[int] = set()  # its processes (bwrap's too): not kernels
 
     def start(self, env: dict, timeout: float = 60) -> bool:
         """Start the zygote; False (with the reason on stderr) when it does not come up."""
@@ -381,20 +426,77 @@ class ForkServer:
         # The zygote never sees the grader's secrets: a forked kernel could read them back
         # from /proc/self/environ, which is the environment its process was started with.
         env = {k: v for k, v in env.items() if k not in PRIVATE_ENV and k != SOCKET_ENV}
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), self.path],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        here = os.path.abspath(__file__)
+        if self.sandbox is None:
+            self.proc = subprocess.Popen([sys.executable, here, self.path],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        else:
+            # The worker binds the socket, outside the sandbox, and hands the zygote the listening end.
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            if os.path.exists(self.path):
+                os.unlink(self.path)
+            listener.bind(self.path)
+            listener.listen(64)
+            fd = listener.fileno()
+            os.set_inheritable(fd, True)
+            passed = {k: env[k] for k in ("MPLBACKEND", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                          "PYDEVD_DISABLE_FILE_VALIDATION") if k in env}
+            command = self.sandbox.command([sys.executable, here, "--listen-fd", str(fd),
+                                            "--workdir", str(self.sandbox.work)], extra_env=passed)
+            try:
+                # bwrap's own process stays in the sandbox as its init, and its environment can be read
+                # there (/proc/1/environ): it starts with none of the grader's.
+                self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=[fd],
+                                             env={"PATH": "/usr/bin:/bin"})
+            finally:
+                listener.close()  # the zygote has its own copy
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline() if ready else b""
         if line.strip() != b"listening":
-            print(f"course grading: the fork server did not start ({line!r}); plain kernels instead",
-                  file=sys.stderr)
+            print(f"course grading: the fork server did not start ({line!r})"
+                  + ("" if self.sandbox else "; plain kernels instead"), file=sys.stderr)
             self.stop()
             return False
+        import psutil
+
+        try:  # nothing but the zygote (and bwrap's processes) exists in the sandbox yet
+            self.family = {self.proc.pid} | {p.pid for p in psutil.Process(self.proc.pid).children(recursive=True)}
+        except psutil.Error:
+            self.family = {self.proc.pid}
         return True
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
     @property
     def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+        return self.proc.pid if self.alive() else None
+
+    def leftovers(self) -> list:
+        """The processes in the zygote's tree that are not the zygote's own: kernels, and what
+        they started (in the sandbox, orphans belong to the sandbox's init, still in the tree)."""
+        import psutil
+
+        if not self.alive():
+            return []
+        try:
+            tree = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            return []
+        return [p for p in tree if p.pid not in self.family]
+
+    def sweep(self) -> int:
+        """Kill every process a graded submission left in the zygote's tree; how many there were."""
+        import psutil
+
+        left = self.leftovers()
+        for p in left:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(left, timeout=5)
+        return len(left)
 
     def stop(self) -> None:
         if self.proc is None:
@@ -406,9 +508,18 @@ class ForkServer:
             self.proc.kill()
             self.proc.wait()
         self.proc = None
+        if self.sandbox is not None and os.path.exists(self.path):
+            os.unlink(self.path)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        raise SystemExit(f"usage: {sys.argv[0]} SOCKET (the grading driver starts it)")
-    serve(sys.argv[1])
+    import argparse
+
+    parser = argparse.ArgumentParser(description="the grading fork server (the grading worker starts it)")
+    parser.add_argument("socket", nargs="?", help="the socket to listen on")
+    parser.add_argument("--listen-fd", type=int, help="a listening socket to take over (sandboxed)")
+    parser.add_argument("--workdir", help="sandboxed: every kernel runs in this folder")
+    args = parser.parse_args()
+    if (args.socket is None) == (args.listen_fd is None):
+        parser.error("give a SOCKET or --listen-fd")
+    serve(args.socket, args.listen_fd, args.workdir)
