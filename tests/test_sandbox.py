@@ -175,3 +175,18 @@ def test_without_the_sandbox_the_same_probes_see_the_leaks(small_course):
     for name in ("read-solutions", "write-source", "read-other-student", "network"):
         assert probes.get(name, "").startswith("LEAKED"), f"probe {name} saw nothing without the sandbox: {probes}"
     assert source == "changed" and received, (source, received)
+
+
+def test_a_sandboxed_launcher_never_starts_a_kernel_outside_the_sandbox(monkeypatch, tmp_path):
+    from course_utils.grading import forkserver
+
+    missing = str(tmp_path / "no-such.sock")
+    monkeypatch.setenv(forkserver.SANDBOX_ENV, "1")
+    monkeypatch.delenv(forkserver.SOCKET_ENV, raising=False)
+    assert forkserver.run_forked_kernel(["-f", "kernel.json"]) == 1  # no fork server named: no kernel
+    monkeypatch.setenv(forkserver.SANDBOX_ENV, "1")
+    monkeypatch.setenv(forkserver.SOCKET_ENV, missing)
+    assert forkserver.run_forked_kernel(["-f", "kernel.json"]) == 1  # fork server gone: no kernel
+    monkeypatch.delenv(forkserver.SANDBOX_ENV, raising=False)  # the launcher pops both variables
+    monkeypatch.setenv(forkserver.SOCKET_ENV, missing)
+    assert forkserver.run_forked_kernel(["-f", "kernel.json"]) is None  # unsandboxed: a plain kernel

@@ -299,9 +299,9 @@ def _worker(assignment_id: str, root: Path, mem_limit: int | None, time_limit: f
     if fork_server or sandboxed:
         folder = tempfile.mkdtemp(prefix="course-zygote-")  # short: a socket path has ~100 bytes
         zygote = ForkServer(folder, sandbox=box)
-        if zygote.start(dict(os.environ)):
+        if zygote.start(dict(os.environ)) or sandboxed:  # sandboxed, a failed start is retried per student
             os.environ[SOCKET_ENV] = zygote.path  # the kernels' launcher finds it there
-        elif not sandboxed:
+        else:
             zygote = None
     try:
         _grade_students(assignment_id, root, mem_limit, time_limit, zygote, box)
