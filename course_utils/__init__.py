@@ -20,6 +20,12 @@ Internal imports are relative so that ``grading.pristine()`` can load a private 
 """
 __version__ = "0.1.0"
 
-# Snapshot PyTorch's and Python's functions before any learner code runs: hidden tests check
-# that nothing has rebound them since (see grading/integrity.py).
-from .grading import integrity as _integrity  # noqa: E402,F401
+import sys as _sys  # noqa: E402
+
+# Snapshot PyTorch's and Python's functions before any learner code runs: graded tests check that
+# nothing has rebound them since (grading/integrity.py).  A notebook imports torch before the
+# course, so the snapshot costs nothing more there; a process that has not imported torch (the
+# grading driver and its workers) runs no learner code and is spared the import.  Grading kernels
+# take the snapshot at start-up in any case (grading/cell_hooks.py).
+if "torch" in _sys.modules:
+    from .grading import integrity as _integrity  # noqa: E402,F401

@@ -2,12 +2,17 @@
 
 The ``kubernetes`` client's models reject unknown fields and wrong types; the checks below
 add what the models cannot know: an Indexed Job with one completion per listed student, pods
-that retry and expire, resource requests within limits, and the course's grading command.
-Nothing here talks to a cluster: the manifests have not been run on one by these tests.
+that retry and expire, resource requests within limits, the course's grading command in the
+grading sandbox (and the settings a pod needs for it), a student list per assignment, one
+image tag everywhere, a NetworkPolicy that lets the pods reach the gradebook only, and a book
+page that says what the manifests do.  Nothing here talks to a cluster: the manifests have not
+been run on one by these tests (tests/test_pod_layout.py runs the pod's command in the image's
+file layout on this machine).
 """
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -22,8 +27,10 @@ from kubernetes.utils import parse_quantity  # noqa: E402
 from tests.helpers import ROOT  # noqa: E402
 
 K8S = ROOT / "autograde" / "k8s"
+PAGE = ROOT / "book" / "grading_class.md"
 API_VERSIONS = {"v1", "batch/v1", "networking.k8s.io/v1"}
 MODULE = "course_utils.cli.autograde"
+IMAGE = re.compile(r"registry\.example\.org/attention-course/grader:[^\s`'\"]+")
 
 sys.path.insert(0, str(K8S))
 import render_job  # noqa: E402
@@ -87,7 +94,30 @@ def test_validation_catches_mistakes():
         validate(wrong)
 
 
-def check_job(docs: list[dict], volumes_file: list[dict]):
+def check_sandbox(pod: dict, sandboxed: bool = True):
+    """The pod settings of the grading sandbox (bubblewrap, course_utils/grading/sandbox.py),
+    or, without it, the runtime's defaults; never root, privileges or capabilities."""
+    (box,) = pod["containers"]
+    ctx, box_ctx = pod["securityContext"], box["securityContext"]
+    script = " ".join(box["command"] + box["args"])
+    assert ctx["runAsNonRoot"] is True and ctx["runAsUser"] > 0 and ctx["runAsGroup"] > 0
+    assert box_ctx["allowPrivilegeEscalation"] is False and not box_ctx.get("privileged")
+    assert box_ctx["capabilities"] == {"drop": ["ALL"]}, "every capability dropped, none added"
+    for key in ("runAsUser", "runAsNonRoot", "seccompProfile", "appArmorProfile"):
+        assert key not in box_ctx, f"{key}: set once, for the pod"
+    if sandboxed:
+        assert "--no-sandbox" not in script
+        assert pod["hostUsers"] is False  # the pod's own user namespace; procMount Unmasked needs it
+        assert box_ctx["procMount"] == "Unmasked"  # a masked /proc forbids the sandbox's own /proc
+        assert ctx["seccompProfile"] == {"type": "Unconfined"}  # the default profile refuses CLONE_NEWUSER
+        assert ctx["appArmorProfile"] == {"type": "Unconfined"}  # the default profile refuses mount
+    else:
+        assert script.count("--no-sandbox") == 1
+        assert pod.get("hostUsers", True) is True and box_ctx.get("procMount", "Default") == "Default"
+        assert ctx["seccompProfile"] == {"type": "RuntimeDefault"} and "appArmorProfile" not in ctx
+
+
+def check_job(docs: list[dict], volumes_file: list[dict], sandboxed: bool = True):
     """The course's own rules for the grading Job (what the API models cannot check)."""
     cm = next(d for d in docs if d["kind"] == "ConfigMap")
     job = next(d for d in docs if d["kind"] == "Job")
@@ -127,11 +157,60 @@ def check_job(docs: list[dict], volumes_file: list[dict]):
     assert "job-completion-index" in env["POD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
     for m in box["volumeMounts"]:
         assert m["name"] in volumes
+    check_sandbox(pod, sandboxed)
 
 
 def test_grading_job():
     docs = list(yaml.safe_load_all((K8S / "grading-job.yaml").read_text()))
     check_job(docs, list(yaml.safe_load_all((K8S / "volume.yaml").read_text())))
+    # the file is itself the rendering of its example assignment (names included)
+    cm, job = docs
+    assert render_job.render(cm["data"]["assignment"], cm["data"]["students.txt"].split(), parallelism=3) == docs
+
+
+def test_each_assignment_has_its_own_student_list():
+    volumes = list(yaml.safe_load_all((K8S / "volume.yaml").read_text()))
+    first = render_job.render("01_qkv_retrieval", ["a", "b"])
+    second = render_job.render("02_self_attention", ["c"])
+    for docs in (first, second):
+        for d in docs:
+            validate(d)
+        check_job(docs, volumes)
+    (cm1, job1), (cm2, job2) = first, second
+    assert cm1["metadata"]["name"] != cm2["metadata"]["name"], "two assignments graded at once share a ConfigMap"
+    assert job1["metadata"]["name"] != job2["metadata"]["name"]
+    for cm, job in (first, second):  # every reference a Job makes to a ConfigMap is to its own
+        refs = [v["configMap"]["name"] for v in job["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
+        refs += [e["valueFrom"]["configMapKeyRef"]["name"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
+                 if "configMapKeyRef" in e.get("valueFrom", {})]
+        assert refs and set(refs) == {cm["metadata"]["name"]}, refs
+    for cid in ("01_qkv_retrieval", "a" * 80 + "_x", "Week 3: Attention!"):
+        for name in render_job.names(cid):
+            assert len(name) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name), name
+
+
+def test_rendered_job_without_the_sandbox():
+    docs = render_job.render("03_scaling", ["a"], sandbox=False)
+    for d in docs:
+        validate(d)
+    check_job(docs, list(yaml.safe_load_all((K8S / "volume.yaml").read_text())), sandboxed=False)
+
+
+def test_network_policy_lets_grading_pods_reach_the_gradebook_only():
+    (policy,) = [d for _, d in documents() if d["kind"] == "NetworkPolicy"]
+    job = next(d for _, d in documents() if d["kind"] == "Job")
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector and selector.items() <= labels.items(), "the policy must select the grading pods"
+    helper = next(d for _, d in documents() if d["kind"] == "Pod")
+    assert not selector.items() <= helper["metadata"]["labels"].items(), "the helper pod runs no learner code"
+    assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"} and not policy["spec"].get("ingress")
+    ports = set()
+    for rule in policy["spec"]["egress"]:
+        assert rule.get("to") and rule.get("ports"), "every egress rule names its peers and ports"
+        ports |= {(p["protocol"], p["port"]) for p in rule["ports"]}
+    db_port = int(re.search(r"COURSE_DB_URL='postgresql://[^']*:(\d+)/", PAGE.read_text())[1])
+    assert ports == {("TCP", db_port), ("UDP", 53), ("TCP", 53)}, ports
 
 
 def test_rendered_job_is_valid():
@@ -166,8 +245,61 @@ def test_containerfile():
     assert re.search(r'pip install -e "\.\[course\]"', text)
     assert re.search(r"^USER 1000$", text, re.M)
     for path in re.findall(r"^COPY (\S+) ", text, re.M):
-        if path not in ("pyproject.toml",):
-            assert (ROOT / path).exists(), f"Containerfile copies {path}, which the repository lacks"
+        assert (ROOT / path).exists(), f"Containerfile copies {path}, which the repository lacks"
+    # the stored results and models the chapters read (tests/test_pod_layout.py grades with them)
+    assert re.search(r"^COPY results \./results$", text, re.M)
+    # the grading sandbox: Debian's bubblewrap, without the packages it recommends, lists cleaned
+    assert re.search(r"apt-get install -y --no-install-recommends bubblewrap\b", text)
+    assert "rm -rf /var/lib/apt/lists/*" in text
+    cmd = json.loads(re.search(r"^CMD (\[.*\])$", text, re.M)[1])
+    assert cmd[:3] == ["python", "-m", MODULE], f"the image's CMD runs {cmd}, not the grading CLI"
+
+
+def _pushed_image() -> str:
+    (pushed,) = re.findall(r"^podman push (\S+)$", PAGE.read_text(), re.M)
+    return pushed
+
+
+def test_one_image_tag_everywhere():
+    """The page builds and pushes one tag; every manifest and command uses that one (a pod
+    whose image was never pushed waits for it for ever)."""
+    pushed = _pushed_image()
+    assert IMAGE.fullmatch(pushed) and not pushed.endswith(":latest"), pushed
+    used = []
+    for name, doc in documents():
+        pod = doc["spec"]["template"]["spec"] if doc["kind"] == "Job" else doc.get("spec", {})
+        used += [(name, c["image"]) for c in pod.get("containers", []) + pod.get("initContainers", [])]
+    assert {n for n, _ in used} == {"grading-job.yaml", "volume.yaml"}
+    page = PAGE.read_text()
+    used += [("grading_class.md", m) for m in IMAGE.findall(page)]
+    used += [("grading_class.md --image", m) for m in re.findall(r"--image (\S+)", page)]
+    wrong = [(where, image) for where, image in used if image != pushed]
+    assert not wrong, f"images other than the pushed {pushed}: {wrong}"
+
+
+def _page_section() -> str:
+    text = PAGE.read_text()
+    start = text.index("## Grade on Kubernetes")
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def test_book_page_says_what_the_manifests_do():
+    page = _page_section()
+    job = next(d for _, d in documents() if d["kind"] == "Job")
+    script = job["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    (command,) = [line.strip().removeprefix("exec ") for line in script.splitlines() if f"-m {MODULE}" in line]
+    assert f"```bash\n{command}\n```" in page, f"the page must show the pods' command: {command}"
+    fallback = render_job.render("01_qkv_retrieval", ["a"], sandbox=False)[1]
+    no_sandbox = [line.strip().removeprefix("exec ") for line in fallback["spec"]["template"]["spec"]
+                  ["containers"][0]["args"][0].splitlines() if f"-m {MODULE}" in line][0]
+    assert no_sandbox in page and "render_job.py 01_qkv_retrieval --no-sandbox" in page
+    job_name, cm_name = render_job.names("01_qkv_retrieval")
+    assert f"kubectl get job {job_name}" in page and cm_name in page
+    for field in ("hostUsers: false", "procMount: Unmasked", "seccompProfile", "appArmorProfile", "Unconfined",
+                  "UserNamespacesSupport", "ProcMountType", "network-policy.yaml", "results/"):
+        assert field in page, f"the page does not mention {field}"
+    assert "kubectl apply -f autograde/k8s/network-policy.yaml" in page
 
 
 def test_grading_module_accepts_the_pod_arguments():

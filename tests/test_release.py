@@ -66,3 +66,27 @@ def test_every_notebook_opens_with_the_current_setup_cell():
 
     out = subprocess.run([sys.executable, "tools/setup_cell.py", "--check"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("cid", chapter_ids())
+def test_cells_skipped_while_grading_are_safe_to_skip(cid):
+    """A cell tagged skip-while-grading is neither answer nor test, and nothing after it reads what it binds."""
+    from course_utils.grading.markers import skip_problems
+
+    nb = nbformat.read(ROOT / "solutions" / cid / f"{cid}.ipynb", as_version=4)
+    assert skip_problems(nb) == []
+
+
+def test_skip_problems_finds_a_cell_whose_names_are_used_later():
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from course_utils.grading.markers import SKIP_WHILE_GRADING, skip_problems
+
+    skipped = new_code_cell("table = [1, 2]\nprint(table)", metadata={"tags": [SKIP_WHILE_GRADING]})
+    nb = new_notebook(cells=[skipped, new_code_cell("print(len(table))")])
+    assert skip_problems(nb) == ["cell 1 is skipped while grading but cell 2 reads table, which it binds"]
+    nb.cells[1].source = "print('no dependency')"
+    assert skip_problems(nb) == []
+    test = new_code_cell("assert True", metadata={"tags": [SKIP_WHILE_GRADING],
+                                                  "nbgrader": {"grade": True, "solution": False, "grade_id": "t", "points": 1}})
+    assert skip_problems(new_notebook(cells=[test])) == ["cell 1 is an answer or a test: it always runs"]

@@ -12,7 +12,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..grading.autograde import DEFAULT_MEM_LIMIT, DEFAULT_TIME_LIMIT, _worker, grade, parse_size
+from ..grading.forkserver import skip_slow_optional_imports
+
+skip_slow_optional_imports()  # before nbgrader: the driver and each worker start seconds sooner
+from ..grading.autograde import DEFAULT_MEM_LIMIT, DEFAULT_TIME_LIMIT, _worker, grade, parse_size  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_utils.cli.autograde", description=__doc__.split("\n")[0])

@@ -232,17 +232,61 @@ def _cell_name(cell, index: int) -> str:
     return f"cell {index + 1}" + (f" ({gid})" if gid else "")  # counted from 1, as the tamper scan does
 
 
-def _guarded_execute():
+_SKIPPED_NOTE = "(not run while grading: this cell shows the course's results and grades nothing)\n"
+
+
+def _guarded_execute(preamble: str):
+    import nbformat
     from nbgrader.preprocessors import Execute
 
+    from course_utils.grading import test_room
+    from course_utils.grading.markers import skipped_while_grading
+
     class GuardedExecute(Execute):
-        """nbgrader's Execute, remembering which cell runs (to say where a kernel died)."""
+        """nbgrader's Execute, remembering which cell runs (to say where a kernel died), sending
+        each graded test cell to run in the grader's own namespace (``test_room.py``), and
+        leaving out the cells tagged ``skip-while-grading`` (``markers.py``)."""
 
         def preprocess_cell(self, cell, resources, index):
             _CURRENT["cell"] = _cell_name(cell, index)
-            return super().preprocess_cell(cell, resources, index)
+            if skipped_while_grading(cell):  # the course's results, nothing graded (markers.py)
+                cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=_SKIPPED_NOTE)]
+                cell.execution_count = None
+                return cell, resources
+            if cell.cell_type != "code" or not _is_test(cell):
+                return super().preprocess_cell(cell, resources, index)
+            source = cell.source
+            cell.source = test_room.wrap(source, preamble)
+            try:
+                return super().preprocess_cell(cell, resources, index)
+            finally:
+                cell.source = source  # the graded notebook and its feedback show the test itself
 
     return GuardedExecute
+
+
+def _is_test(cell) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(meta.get("grade")) and not meta.get("solution")
+
+
+def _course_imports(source_folder: Path) -> str:
+    """The top-level imports of the course's own code cells (neither answers nor tests) in the
+    source notebooks: what the test cells' module names mean, whatever a submission did to them."""
+    import nbformat
+
+    from course_utils.grading import test_room
+
+    sources, answers = [], set()
+    for path in sorted(source_folder.glob("*.ipynb")):
+        for c in nbformat.read(path, as_version=4).cells:
+            if c.cell_type != "code" or _is_test(c):
+                continue
+            if c.get("metadata", {}).get("nbgrader", {}).get("solution"):
+                answers |= test_room.defined_names(c.source)
+            else:
+                sources.append(c.source)
+    return test_room.preamble_of(sources, answers)
 
 
 def _zero_scores(db_url: str, course_id: str, assignment_id: str, student: str) -> None:
@@ -344,7 +388,8 @@ def _grade_students(assignment_id: str, root: Path, mem_limit: int | None, time_
     from course_utils.grading.collect import unreadable_reason
 
     config = load_config(root)
-    guarded = _guarded_execute()
+    source = CourseDirectory(config=config)
+    guarded = _guarded_execute(_course_imports(Path(source.format_path(source.source_directory, ".", assignment_id))))
     config.Autograde.autograde_preprocessors = [
         guarded if pp is Execute else pp for pp in Autograde.class_traits()["autograde_preprocessors"].default()]
     if box is not None:  # the kernel's sockets: files in the sandbox's folder (it has no network)

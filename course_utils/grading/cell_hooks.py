@@ -1,4 +1,5 @@
-"""Run inside a grading kernel: after a cell fails, let go of what its frames held.
+"""The grading kernel's hooks: graded test cells in a namespace of their own (``test_room.py``),
+and, after a cell fails, letting go of what its frames held.
 
 IPython keeps a failed cell's exception (``sys.last_value``, its ``last_execution_result``) until the
 next error, and through the exception's traceback every frame of the call that failed, with its
@@ -6,7 +7,7 @@ local variables.  A loop that filled memory until the per-cell timeout interrupt
 that memory through the cells that follow, and a few such cells would exhaust the kernel's memory
 limit and cost the whole notebook instead of one exercise.  ``install`` registers a
 ``post_run_cell`` hook that clears those frames' variables once the cell's error has been shown.
-The grading kernel (``kernel.py``) installs it at start-up (its ``RELEASE_FRAMES``).
+The grading kernel (``kernel.py``) installs both at start-up (its ``RELEASE_FRAMES``).
 """
 from __future__ import annotations
 
@@ -35,6 +36,10 @@ def release_failed_cell(result) -> None:
 
 
 def install(shell) -> None:
-    """Register the hook on an IPython shell (once)."""
+    """Register the hooks of a grading kernel on an IPython shell (once): this one, and the
+    graded test cells' own namespace (``test_room.py``)."""
+    from . import test_room
+
     if release_failed_cell not in shell.events.callbacks["post_run_cell"]:
         shell.events.register("post_run_cell", release_failed_cell)
+    test_room.install(shell)

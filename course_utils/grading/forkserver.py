@@ -63,10 +63,21 @@ WARM_MODULES = ("torch", "torch.nn", "torch.nn.functional", "numpy", "matplotlib
                                                            "diagnosis")),
                 "course_utils.models.transformer", "course_utils.models.torch_interop",
                 *(f"course_utils.training.{m}" for m in ("data", "recipes", "trainer", "seq2seq_task", "toy_task")),
-                *(f"course_utils.grading.{m}" for m in ("checks", "pristine", "doubles", "isolation")),
+                # integrity first: its snapshot of torch's and Python's functions, before anything else runs
+                *(f"course_utils.grading.{m}" for m in ("integrity", "checks", "pristine", "doubles", "isolation",
+                                                        "test_room", "cell_hooks")),
                 # PyTorch's meta-device machinery, which the hidden tests' device checks load on
                 # first use (seconds per kernel otherwise); importing it starts no thread.
                 "torch._meta_registrations", "torch._refs", "torch._decomp")
+
+
+def skip_slow_optional_imports() -> None:
+    """Leave out an optional dependency that costs seconds at every start and serves grading
+    nothing: ``rfc3987_syntax``, which jsonschema (under nbformat and nbgrader) imports when it
+    is installed, only to check the "iri" string format, and which builds a parser on import
+    (about 2 s of CPU in each worker and fork server).  jsonschema does without it."""
+    if "rfc3987_syntax" not in sys.modules:
+        sys.modules["rfc3987_syntax"] = None  # `import rfc3987_syntax` now raises ImportError
 
 
 # ------------------------------------------------------------------ wire format
@@ -201,6 +212,7 @@ class _Zygote:
 
     @staticmethod
     def warm_up() -> None:
+        skip_slow_optional_imports()
         for name in WARM_MODULES:
             try:
                 __import__(name)
@@ -396,9 +408,15 @@ def serve(path: str | None, listen_fd: int | None = None, workdir: str | None = 
     zygote.listen()
     print("listening", flush=True)
     os.dup2(2, 1)  # nobody reads our stdout after that line: what we print goes to the log
+    code = 0
     try:
         zygote.warm_up()
         zygote.serve()
+    except BaseException:  # noqa: BLE001 - reported, then the exit below
+        import traceback
+
+        traceback.print_exc()
+        code = 1
     finally:
         for pid in list(zygote.children):
             try:
@@ -406,8 +424,13 @@ def serve(path: str | None, listen_fd: int | None = None, workdir: str | None = 
             except ProcessLookupError:
                 pass
         zygote.listener.close()
+        # Nothing is left to write or free: a normal interpreter exit would spend a second or
+        # more tearing down torch and the rest, while the worker waits for it.
         if path is not None and os.path.exists(path):
             os.unlink(path)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 class ForkServer:

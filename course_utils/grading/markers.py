@@ -3,13 +3,19 @@
 ``### BEGIN SOLUTION`` ... ``### END SOLUTION`` wraps an answer (the release replaces it with
 ``STUB``); ``### BEGIN HIDDEN TESTS`` ... ``### END HIDDEN TESTS`` wraps tests a learner never
 sees.  The book's pages (tools/book_pages.py) and the tests that prove nothing leaks use these.
+
+The course's own tag ``skip-while-grading`` marks a cell that shows the course's results and
+grades nothing (a figure of stored runs, a timing); the grading driver does not run it
+(``autograde.py``), which saves seconds per submission.  ``skip_problems`` is the rule such a
+cell must keep: it is neither an answer nor a test, and nothing that runs after it reads a name
+it binds.
 """
 from __future__ import annotations
 
 import re
 
-__all__ = ["MARKERS", "STUB", "HIDDEN", "SOLUTION", "strip_hidden_tests", "strip_solution_markers",
-           "replace_solutions_with_stub"]
+__all__ = ["MARKERS", "STUB", "HIDDEN", "SOLUTION", "SKIP_WHILE_GRADING", "strip_hidden_tests",
+           "strip_solution_markers", "replace_solutions_with_stub", "skipped_while_grading", "skip_problems"]
 
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 STUB = "# YOUR CODE HERE\nraise NotImplementedError()"  # as autograde/nbgrader_config.py's code_stub
@@ -17,6 +23,7 @@ HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS(.*?)### END HIDDEN TESTS", re.S)  #
 SOLUTION = re.compile(r"### BEGIN SOLUTION(.*?)### END SOLUTION", re.S)  # group 1: the answer
 _HIDDEN_WITH_INDENT = re.compile(r"\n?[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*", re.S)
 _SOLUTION_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
+SKIP_WHILE_GRADING = "skip-while-grading"  # a cell tag: see the module docstring
 _SOLUTION_BLOCK = re.compile(r"^([ \t]*)### BEGIN SOLUTION[ \t]*\n.*?^[ \t]*### END SOLUTION[ \t]*$", re.M | re.S)
 
 
@@ -33,3 +40,58 @@ def strip_solution_markers(source: str) -> str:
 def replace_solutions_with_stub(source: str) -> str:
     """Each solution block becomes ``STUB``, indented like the block (as nbgrader's release does)."""
     return _SOLUTION_BLOCK.sub(lambda m: "\n".join(m.group(1) + line for line in STUB.splitlines()), source)
+
+
+def skipped_while_grading(cell) -> bool:
+    """Whether the grading driver leaves ``cell`` out (its tag, on a cell that is neither answer nor test)."""
+    meta = cell.get("metadata", {})
+    grading = meta.get("nbgrader", {})
+    return (cell.get("cell_type") == "code" and SKIP_WHILE_GRADING in meta.get("tags", [])
+            and not grading.get("solution") and not grading.get("grade"))
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names the cell reads before binding them itself, names it binds at the top level)."""
+    import ast
+
+    lines = ["" if ln.lstrip().startswith(("%", "!")) else ln for ln in source.splitlines()]
+    tree = ast.parse("\n".join(lines))
+    binds: dict[str, int] = {}  # name -> first line that binds it at the top level
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found = {node.name}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            found = {(a.asname or a.name).split(".")[0] for a in node.names}
+        else:
+            found = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        for name in found:
+            binds.setdefault(name, node.lineno)
+    # A read on the line that binds (x = x + 1) or before it needs the value from outside.
+    reads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+             and n.lineno <= binds.get(n.id, n.lineno)}
+    return reads, set(binds)
+
+
+def skip_problems(nb) -> list[str]:
+    """Why the ``skip-while-grading`` cells of notebook ``nb`` cannot be left out (empty: they can).
+
+    A name a skipped cell binds is needed when a later cell that runs reads it before binding it
+    itself, and no cell that runs in between binds it first."""
+    problems = []
+    code = [(i, c, *_names(c.source)) for i, c in enumerate(nb.cells, 1) if c.get("cell_type") == "code"]
+    for i, cell, _, binds in code:
+        if SKIP_WHILE_GRADING not in cell.get("metadata", {}).get("tags", []):
+            continue
+        if not skipped_while_grading(cell):
+            problems.append(f"cell {i} is an answer or a test: it always runs")
+            continue
+        live = set(binds)
+        for j, later, reads, later_binds in code:
+            if j <= i or skipped_while_grading(later):
+                continue
+            used = sorted(live & reads)
+            if used:
+                problems.append(f"cell {i} is skipped while grading but cell {j} reads {', '.join(used)}, "
+                                "which it binds")
+            live -= later_binds
+    return problems

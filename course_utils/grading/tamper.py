@@ -9,13 +9,18 @@ In-kernel, ``integrity.assert_untampered`` makes the hidden tests fail on the sa
 
 What counts: assigning to (or deleting, or ``setattr`` on) an attribute of an imported module
 or class when that attribute is a function, class or module of the library (setting a value
-such as ``torch.backends.cudnn.benchmark = True`` is fine), any assignment into
-``course_utils``, ``builtins``/``__builtins__`` or ``sys.modules``, and replacing the error
-display (``set_custom_exc``, ``sys.excepthook``, ``showtraceback``).
+such as ``torch.backends.cudnn.benchmark = True`` is fine), also through ``sys.modules[...]``,
+``importlib.import_module(...)`` or ``__import__(...)``; any assignment into ``course_utils``,
+``builtins``/``__builtins__`` or ``sys.modules``; binding the name ``__builtins__``; replacing
+the error display (``set_custom_exc``, ``sys.excepthook``, ``showtraceback``); touching the
+kernel's cell hooks (``events``, input transformers) or the graded test cells' runner
+(``test_room.py``); and defining a function or class under a builtin's name (harmless to the
+graded tests, which use Python's own, but not what a learner's answer needs).
 """
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib
 import inspect
 import types
@@ -25,6 +30,12 @@ import nbformat
 
 _ALWAYS = ("course_utils", "builtins", "nbgrader", "IPython", "ipykernel")
 _ERROR_HOOKS = {"set_custom_exc", "excepthook", "showtraceback", "showsyntaxerror", "_showtraceback"}
+# The kernel's cell machinery the grader's hooks live in (cell_hooks.py, test_room.py).
+_CELL_HOOKS = {"input_transformers_post", "input_transformers_cleanup", "input_transformer_manager",
+               "ast_transformers", "user_ns", "user_global_ns"}
+_SHELL_ONLY = {"events", "run_cell", "run_ast_nodes", "run_code", "pre_run_cell"}  # only on get_ipython()
+_ROOM = "__course_test_room__"  # test_room.NAME (not imported: this scan runs outside any kernel)
+_BUILTIN_NAMES = {n for n in dir(builtins) if not n.startswith("_")}
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -60,6 +71,7 @@ class _Scanner(ast.NodeVisitor):
     def __init__(self):
         self.aliases: dict[str, str] = {"__builtins__": "builtins"}
         self.reasons: list[str] = []
+        self.depth = 0  # inside a function or class: a local name, not the notebook's
 
     # names bound by imports: `import torch as t`, `from torch import Tensor`
     def visit_Import(self, node: ast.Import):
@@ -71,10 +83,35 @@ class _Scanner(ast.NodeVisitor):
             for a in node.names:
                 self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
 
+    def _module_of(self, node: ast.AST) -> str | None:
+        """``"math"`` for ``sys.modules["math"]``, ``importlib.import_module("math")`` or
+        ``__import__("math")``; else None."""
+        if isinstance(node, ast.Subscript) and self._expand(_dotted(node.value) or "") == "sys.modules":
+            key = node.slice
+            return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "<computed>"
+        if isinstance(node, ast.Call) and node.args:
+            fn = self._expand(_dotted(node.func) or "") or (_dotted(node.func) or "")
+            if fn in ("importlib.import_module", "__import__"):
+                arg = node.args[0]
+                return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else "<computed>"
+        return None
+
     def _target(self, node: ast.AST, how: str, line: int):
         if isinstance(node, (ast.Tuple, ast.List)):
             for elt in node.elts:
                 self._target(elt, how, line)
+            return
+        if isinstance(node, ast.Name):
+            if node.id == "__builtins__":
+                self.reasons.append(f"line {line}: {how} __builtins__ (the builtins every name falls back to)")
+            elif node.id == _ROOM:
+                self.reasons.append(f"line {line}: {how} {_ROOM} (the grader's runner of test cells)")
+            return
+        if isinstance(node, ast.Attribute) and (module := self._module_of(node.value)):
+            if module == "<computed>" or module.split(".")[0] in _ALWAYS:
+                self.reasons.append(f"line {line}: {how} an attribute of module {module} through sys.modules or an import call")
+            else:
+                self._check(module, node.attr, f"{module}.{node.attr}", how, line)
             return
         if isinstance(node, ast.Subscript):
             base = _dotted(node.value)
@@ -111,7 +148,44 @@ class _Scanner(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign):
         for t in node.targets:
             self._target(t, "assigns to", node.lineno)
+        module = self._module_of(node.value)
+        if module and module != "<computed>":  # m = sys.modules["math"]: m is math from now on
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    self.aliases[t.id] = module
         self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute):
+        on_shell = isinstance(node.value, ast.Call) and _dotted(node.value.func) == "get_ipython"
+        on_events = isinstance(node.value, ast.Attribute) and node.value.attr == "events" \
+            and node.attr in ("register", "unregister", "callbacks")
+        if node.attr in _CELL_HOOKS or on_events or (on_shell and node.attr in _SHELL_ONLY):
+            self.reasons.append(f"line {node.lineno}: uses .{node.attr} (the kernel's cell machinery, "
+                                "where the grader's hooks live)")
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name):
+        if node.id == _ROOM and isinstance(node.ctx, ast.Load):
+            self.reasons.append(f"line {node.lineno}: uses {_ROOM} (the grader's runner of test cells)")
+
+    def _defines(self, name: str, line: int, what: str):
+        if name in _BUILTIN_NAMES and self.depth == 0:
+            self.reasons.append(f"line {line}: defines {what} {name}, a builtin's name (the graded tests use "
+                                f"Python's own {name})")
+
+    def visit_FunctionDef(self, node):
+        self._defines(node.name, node.lineno, "a function")
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node):
+        self._defines(node.name, node.lineno, "a class")
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
 
     def visit_AugAssign(self, node: ast.AugAssign):
         self._target(node.target, "assigns to", node.lineno)
@@ -130,7 +204,13 @@ class _Scanner(ast.NodeVisitor):
         if isinstance(node.func, ast.Attribute) and node.func.attr == "set_custom_exc":
             fn = fn or "get_ipython().set_custom_exc"
             self.reasons.append(f"line {node.lineno}: calls {fn} (replaces how errors are reported)")
-        if fn in ("setattr", "delattr") and node.args:
+        if fn in ("setattr", "delattr") and node.args and (module := self._module_of(node.args[0])):
+            name = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
+            if isinstance(name, str) and module != "<computed>" and module.split(".")[0] not in _ALWAYS:
+                self._check(module, name, f"{module}.{name}", f"calls {fn} on", node.lineno)
+            else:
+                self.reasons.append(f"line {node.lineno}: calls {fn} on module {module} through sys.modules or an import call")
+        elif fn in ("setattr", "delattr") and node.args:
             base = _dotted(node.args[0])
             name = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else "<computed>"
             if base and self._expand(base):
