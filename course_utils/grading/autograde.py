@@ -276,6 +276,7 @@ def _course_imports(source_folder: Path) -> str:
     import nbformat
 
     from course_utils.grading import test_room
+    from course_utils.grading.markers import defined_names
 
     sources, answers = [], set()
     for path in sorted(source_folder.glob("*.ipynb")):
@@ -283,7 +284,7 @@ def _course_imports(source_folder: Path) -> str:
             if c.cell_type != "code" or _is_test(c):
                 continue
             if c.get("metadata", {}).get("nbgrader", {}).get("solution"):
-                answers |= test_room.defined_names(c.source)
+                answers |= set(defined_names(c.source))
             else:
                 sources.append(c.source)
     return test_room.preamble_of(sources, answers)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 
 __all__ = ["MARKERS", "STUB", "HIDDEN", "SOLUTION", "SKIP_WHILE_GRADING", "strip_hidden_tests",
-           "strip_solution_markers", "replace_solutions_with_stub", "skipped_while_grading", "skip_problems"]
+           "strip_solution_markers", "replace_solutions_with_stub", "skipped_while_grading", "skip_problems",
+           "defined_names"]
 
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 STUB = "# YOUR CODE HERE\nraise NotImplementedError()"  # as autograde/nbgrader_config.py's code_stub
@@ -50,13 +51,22 @@ def skipped_while_grading(cell) -> bool:
             and not grading.get("solution") and not grading.get("grade"))
 
 
-def _names(source: str) -> tuple[set[str], set[str]]:
-    """(names the cell reads before binding them itself, names it binds at the top level)."""
+def _parse(source: str):
     import ast
 
-    lines = ["" if ln.lstrip().startswith(("%", "!")) else ln for ln in source.splitlines()]
-    tree = ast.parse("\n".join(lines))
-    binds: dict[str, int] = {}  # name -> first line that binds it at the top level
+    return ast.parse("\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in source.splitlines()))
+
+
+def defined_names(source: str) -> dict[str, int]:
+    """{name: first line that binds it} for what code cell ``source`` binds at its top level
+    (functions, classes, imports, assignments); IPython magics are skipped, bad syntax binds nothing."""
+    import ast
+
+    try:
+        tree = _parse(source)
+    except SyntaxError:
+        return {}
+    binds: dict[str, int] = {}
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             found = {node.name}
@@ -66,8 +76,16 @@ def _names(source: str) -> tuple[set[str], set[str]]:
             found = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         for name in found:
             binds.setdefault(name, node.lineno)
+    return binds
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names the cell reads before binding them itself, names it binds at the top level)."""
+    import ast
+
+    binds = defined_names(source)
     # A read on the line that binds (x = x + 1) or before it needs the value from outside.
-    reads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    reads = {n.id for n in ast.walk(_parse(source)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
              and n.lineno <= binds.get(n.id, n.lineno)}
     return reads, set(binds)
 

@@ -61,23 +61,6 @@ def preamble_of(sources, answers=()) -> str:
     return "\n".join(lines)
 
 
-def defined_names(source: str) -> set[str]:
-    """Names that ``source`` binds at its top level (functions, classes, assignments, imports)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
-    names = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-        else:
-            names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
-    return names
-
-
 def _free_names(tree: ast.AST) -> set[str]:
     """Names the code reads (a superset of what it needs from outside: cheap and safe)."""
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
