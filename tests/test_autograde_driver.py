@@ -236,3 +236,21 @@ def test_a_stuck_worker_costs_one_student(small_course):
     assert not any(scores(course).get("a_frozen", {}).values())
     assert b["state"] == "graded" and not b["reasons"], b
     assert sum(scores(course)["b_next"].values()) > 0
+
+
+def test_an_assignment_missing_from_the_gradebook_is_named(tmp_path):
+    """The driver checks the gradebook without nbgrader (one SQL query): a gradebook without
+    the assignment, or with no tables yet, stops grading with the command that fixes it."""
+    import sqlite3
+
+    root = tmp_path / "course"
+    (root / "autograde" / "submitted" / "s1" / CID).mkdir(parents=True)
+    shutil.copy2(ROOT / "autograde" / "nbgrader_config.py", root / "autograde" / "nbgrader_config.py")
+    for setup in (None, "CREATE TABLE assignment (id TEXT, name TEXT)"):
+        db = root / "autograde" / "gradebook.db"
+        db.unlink(missing_ok=True)
+        if setup:
+            with sqlite3.connect(db) as con:
+                con.execute(setup)
+        with pytest.raises(SystemExit, match=rf"assignment '{CID}' is not in the gradebook .*generate_assignment {CID}"):
+            grade(root, CID, jobs=1, sandbox=False, progress=lambda line: None)

@@ -80,6 +80,27 @@ def test_book_without_solutions_shows_no_solution_line(book_without_solutions):
         assert not leaked, f"solution lines of {cid} somewhere in the SOLUTIONS=0 build: {leaked[:3]}"
 
 
+@pytest.mark.parametrize("cid", chapter_ids())
+def test_pages_without_solutions_show_no_output_the_solutions_made(cid):
+    """SOLUTIONS=0: no visible test says "passed" under a stub, and no cell that used an answer
+    (directly or through another cell) shows what the answer computed; outputs that owe nothing
+    to an answer (stored results, worked examples) stay."""
+    import nbformat
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from book_pages import answer_outputs, page_from_solution
+
+    source = nbformat.read(ROOT / "solutions" / cid / f"{cid}.ipynb", as_version=4)
+    page = page_from_solution(source, solutions=False)
+    texts = [str(c.get("outputs")) for c in page.cells if c.cell_type == "code"]
+    assert not any("\N{CHECK MARK}" in t for t in texts), f"{cid}: a visible test shows its pass without solutions"
+    made = answer_outputs(source)
+    assert made and all(not source.cells[i].metadata.get("nbgrader", {}).get("solution") or i in made
+                        for i in range(len(source.cells)) if source.cells[i].cell_type == "code")
+    kept = [c for c in page.cells if c.cell_type == "code" and c.get("outputs")]
+    assert kept, f"{cid}: the page without solutions lost every output, those of the stored results too"
+
+
 def test_chapter_pages_offer_the_student_notebook(built_book):
     """The download at the top of each page is the student release, shipped with the book."""
     for cid in chapter_ids():

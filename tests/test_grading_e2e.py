@@ -163,6 +163,31 @@ def _loop_last_function(nb):
     return cell.metadata["nbgrader"]["grade_id"]
 
 
+def _pasted_reference(course, cid) -> nbformat.NotebookNode:
+    """The release with each answer cell holding the package's own definition of its graded
+    names (``course_utils/references``, which the reader's edition installs), pasted as is."""
+    import ast
+
+    from course_utils.grading.copies import graded_names
+
+    found = {}
+    for path in sorted((ROOT / "course_utils" / "references").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        for node in ast.parse(text).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                found.setdefault(node.name, ast.get_source_segment(text, node))
+    nb = nbformat.read(course / "notebooks" / cid / f"{cid}.ipynb", as_version=4)
+    by_exercise: dict[str, list[str]] = {}
+    for name, gid in graded_names(solution_notebook(cid)).items():
+        if name in found:
+            by_exercise.setdefault(gid, []).append(found[name])
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.metadata.get("nbgrader", {}).get("solution") and gid in by_exercise:
+            cell.source = "\n\n".join(by_exercise[gid])
+    return nb
+
+
 def _write(course, cid, student, nb):
     path = course / "autograde" / "submitted" / student / cid / f"{cid}.ipynb"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -218,6 +243,7 @@ def test_autograde_end_to_end(cid, course):
     tampering = TAMPERING if cid in TAMPERING_CHAPTERS else []
     for student, code in tampering:
         _write(course, cid, student, _submission(course, cid, _tamper_with(code)))
+    _write(course, cid, "pasted-reference", _pasted_reference(course, cid))
     looping = _submission(course, cid)
     loop_target = _loop_last_function(looping)
     _write(course, cid, "loop", looping)
@@ -277,8 +303,29 @@ def test_autograde_end_to_end(cid, course):
             assert lost_points_in(student, perturbed_target) and \
                 sum(scores[student].values()) <= sum(scores["perturbed"].values()), \
                 f"{student} gained points by tampering: {scores[student]} vs {scores['perturbed']}"
+    # Flags: no honest submission is flagged for tampering; pasting the reader's edition (the
+    # solution the book shows, or the package's reference) is flagged, by exercise, and a correct
+    # variant is not flagged for the exercise it rewrote (copies.py).
+    from course_utils.grading.copies import course_answers, fingerprint, graded_names, definitions
+
+    def copied(student: str) -> set[str]:
+        return {f.split(" ")[0] for f in status[student]["flags"] if "published answer" in f}
+
     honest = ["reference", "noisy", *(f"variants-{k}" for k in range(len(variant_groups)))]
-    assert not any(status[s]["flags"] for s in honest), {s: status[s]["flags"] for s in honest}
+    tampering_flags = {s: [f for f in status[s]["flags"] if "published answer" not in f] for s in honest}
+    assert not any(tampering_flags.values()), tampering_flags
+    answers, exercises = course_answers(solution_notebook(cid)), graded_names(solution_notebook(cid))
+    shown = {name for c in solution_notebook(cid).cells if c.metadata.get("nbgrader", {}).get("solution")
+             for name, node in definitions(c.source).items() if name in exercises and fingerprint(node)}
+    assert copied("reference") == shown, f"the book's solutions pasted in: flagged {copied('reference')}, not {shown}"
+    pasted = {name for name, node in definitions("\n".join(
+        c.source for c in _pasted_reference(course, cid).cells if c.metadata.get("nbgrader", {}).get("solution")
+    )).items() if name in answers and fingerprint(node) in answers[name]}
+    assert pasted and copied("pasted-reference") == pasted, (copied("pasted-reference"), pasted)
+    rewritten = {f"variants-{k}": {n for n, g in exercises.items() for v in group if g == v.exercise}
+                 for k, group in enumerate(variant_groups)}
+    assert not any(copied(s) & names for s, names in rewritten.items()), \
+        {s: copied(s) & names for s, names in rewritten.items()}
     assert scores["loop"] == expect_loss_of(loop_target), \
         f"an infinite loop in {loop_target} should cost only its own tests: {scores['loop']}"
 

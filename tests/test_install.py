@@ -92,6 +92,32 @@ def test_setup_cell_installs_the_package_when_missing(installed_env, tmp_path):
     assert "nothing to do" in again.stdout, again.stdout + again.stderr  # idempotent
 
 
+def test_setup_cell_says_in_one_sentence_what_to_do(tmp_path):
+    """Without an address, or when pip cannot install (offline, a wrong address), the setup cell
+    ends in one message that names the fix (the exact %env line), not in pip's traceback; a
+    repository's plain web address is turned into the requirement pip needs."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from setup_cell import TEMPLATE
+
+    env_dir = tmp_path / "bare"
+    python = _venv_sharing_dependencies(env_dir)
+    env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "PIP_NO_INDEX": "1",
+           "GIT_TERMINAL_PROMPT": "0"}
+
+    def run(default: str, **extra) -> str:
+        proc = subprocess.run([str(python), "-c", TEMPLATE.format(default=default)], cwd=tmp_path, capture_output=True,
+                              text=True, env={**env, **extra}, timeout=300)
+        assert proc.returncode != 0, proc.stdout
+        return proc.stderr.strip().splitlines()[-1]
+
+    missing = run("")
+    assert missing.startswith("ModuleNotFoundError: course_utils is missing") and "%env COURSE_PACKAGE=" in missing
+    offline = run("", COURSE_PACKAGE="https://127.0.0.1:9/owner/course")  # refused at once: like no network
+    assert offline.startswith("ModuleNotFoundError: could not install the course package from "
+                              "course-utils @ git+https://127.0.0.1:9/owner/course (pip: "), offline
+    assert "connect to the internet" in offline and "%env COURSE_PACKAGE=" in offline
+
+
 READS_RESULTS = ["01_qkv_retrieval", "03_scaling", "06_masking", "07_vit_cifar10", "08_tuning"]
 
 

@@ -90,3 +90,29 @@ def test_skip_problems_finds_a_cell_whose_names_are_used_later():
     test = new_code_cell("assert True", metadata={"tags": [SKIP_WHILE_GRADING],
                                                   "nbgrader": {"grade": True, "solution": False, "grade_id": "t", "points": 1}})
     assert skip_problems(new_notebook(cells=[test])) == ["cell 1 is an answer or a test: it always runs"]
+
+
+def test_a_comprehension_keeps_its_own_loop_variable():
+    """``p`` in ``sum(p.numel() for p in ps)`` is the comprehension's, not the cell's: skipping
+    that cell leaves a later ``for p in ...`` alone, while a walrus still binds the cell's name."""
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from course_utils.grading.markers import SKIP_WHILE_GRADING, defined_names, skip_problems
+
+    assert set(defined_names("n = sum(p.numel() for p in ps)\nq = [(y := i) for i in r]")) == {"n", "q", "y"}
+    skipped = new_code_cell("n = sum(p.numel() for p in ps)", metadata={"tags": [SKIP_WHILE_GRADING]})
+    later = new_code_cell("sizes = {p: len(p) for p in names}")
+    assert skip_problems(new_notebook(cells=[skipped, later])) == []
+    later.source = "print(n)"
+    assert skip_problems(new_notebook(cells=[skipped, later])) == [
+        "cell 1 is skipped while grading but cell 2 reads n, which it binds"]
+
+
+def test_imported_modules_lists_what_a_cell_imports():
+    from course_utils.grading.markers import imported_modules
+
+    source = ("import os, torch.nn as nn\nfrom torchvision.models import resnet34\nfrom . import x\n"
+              "def f():\n    import einops\n%matplotlib inline\n")
+    assert imported_modules(source) == ["os", "torch.nn", "torchvision.models", "torchvision.models.resnet34",
+                                        "einops"]
+    assert imported_modules("def (:") == []

@@ -178,7 +178,8 @@ def test_the_grader_takes_the_points_back_and_says_why(small_course):
     got = scores(small_course)
     full = max_points(small_course)
     assert got["innocent"] == full, f"a correct answer next to innocent names lost points: {got['innocent']}"
-    assert status["innocent"]["flags"] == [] or all("graded without sandbox" in f for f in status["innocent"]["flags"])
+    # (the innocent answer is the book's own: flagged as the published answer, for nothing else)
+    assert all("graded without sandbox" in f or "published answer" in f for f in status["innocent"]["flags"])
     assert got["wrong"]["test_softmax"] == 0
     assert got["shadow"]["test_softmax"] == 0, f"shadowing __builtins__ won the hidden test: {got['shadow']}"
     assert got["rebind"]["test_softmax"] == 0, f"rebinding sys.setprofile won the hidden test: {got['rebind']}"

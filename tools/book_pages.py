@@ -18,7 +18,11 @@ the stored run, and:
   (nbgitpuller, when ``course.jupyterhub_url`` is set too).
 
 With ``--no-solutions`` (``make book SOLUTIONS=0``) solution code is replaced by the same stub
-the student notebook has, its stored output is dropped, and written answers are left out.
+the student notebook has and written answers are left out; no output of the stored run that
+the solutions made is shown (``answer_outputs``): not the answers' own, not the visible tests'
+("passed"), not those of any cell that reads what an answer bound, directly or through other
+cells.  Outputs that owe nothing to an answer (a figure of stored results, a worked example)
+stay.
 
 Pages are build artefacts (git-ignored): never edit them, edit the solution notebook.
 """
@@ -71,13 +75,36 @@ def _fold(cell, show: str, hide: str) -> None:
     cell.metadata["mystnb"] = {**cell.metadata.get("mystnb", {}), "code_prompt_show": show, "code_prompt_hide": hide}
 
 
+def answer_outputs(nb: nbformat.NotebookNode) -> set[int]:
+    """Indices of the code cells whose stored outputs the solutions made: answers, tests, and
+    every cell that reads a name an answer bound, or a name bound by such a cell, and so on."""
+    from course_utils.grading.markers import _names  # (reads, binds) of a cell: the skip rule's reading
+
+    tainted: set[str] = set()
+    found = set()
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        grader = cell.metadata.get("nbgrader", {})
+        reads, binds = _names(cell.source)
+        if grader.get("solution") or grader.get("grade") or reads & tainted:
+            found.add(i)
+            tainted |= binds
+        else:
+            tainted -= binds  # rebound from the course's own values: clean again
+    return found
+
+
 def page_from_solution(nb: nbformat.NotebookNode, *, solutions: bool = True, header: str | None = None
                        ) -> nbformat.NotebookNode:
     """The reader's version of a solution notebook (see the module docstring); ``header`` is
     Markdown put right under the chapter's title."""
     page = copy.deepcopy(nb)
+    made_by_answers = set() if solutions else answer_outputs(page)
     cells = []
-    for cell in page.cells:
+    for index, cell in enumerate(page.cells):
+        if index in made_by_answers:
+            cell.outputs, cell.execution_count = [], None
         grader = cell.metadata.pop("nbgrader", None) or {}
         if grader.get("grade") and not grader.get("solution") and cell.cell_type == "code":
             cell.source = strip_hidden_tests(cell.source)

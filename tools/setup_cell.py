@@ -29,11 +29,21 @@ TEMPLATE = '''\
 import importlib.util, os, subprocess, sys
 if importlib.util.find_spec("course_utils") is None:
     source = os.environ.get("COURSE_PACKAGE") or {default!r}
+    if source.startswith(("https://", "http://")) and not source.endswith((".whl", ".zip", ".tar.gz")):
+        source = "course-utils @ git+" + source.rstrip("/")  # a repository's web address
     if not source:
-        raise ModuleNotFoundError("course_utils is missing: set COURSE_PACKAGE to the course repository "
-                                  "(a git URL or a local path) and run this cell again")
+        raise ModuleNotFoundError(
+            "course_utils is missing and this notebook does not say where the course lives: run "
+            "%env COURSE_PACKAGE=https://github.com/<owner>/<course> (the address your course gives, or "
+            "the path of a downloaded copy of it) in a cell above, then this cell again")
     print(f"Installing the course package from {{source}} ...")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", source], check=True)
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", source], capture_output=True, text=True)
+    if pip.returncode != 0:
+        said = (pip.stderr.strip().splitlines() or ["no message"])[-1]
+        raise ModuleNotFoundError(
+            f"could not install the course package from {{source}} (pip: {{said}}): connect to the internet, "
+            "or run %env COURSE_PACKAGE=<the path of a downloaded copy of the course> in a cell above, then "
+            "this cell again")
     importlib.invalidate_caches()
     print("Installed. If an import below fails, restart the kernel and run the notebook again.")
 else:

@@ -9,6 +9,7 @@ Run from the repository root.  What it does and guarantees: ``grading/autograde.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -37,7 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         _worker(args.assignment_id, Path(args.course), parse_size(args.mem_limit), args.time_limit,
                 args.fork_server, args.sandbox)
-        return 0
+        # Its answers are written and its zygote and sandbox are gone: tearing down nbgrader's
+        # modules would only keep the driver waiting for this process to end.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     status = grade(args.course, args.assignment_id, jobs=args.jobs, force=args.force, students=args.student,
                    mem_limit=args.mem_limit, time_limit=args.time_limit, fork_server=args.fork_server,
                    sandbox=args.sandbox)

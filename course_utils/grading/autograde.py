@@ -141,6 +141,37 @@ def tamper_flags(folder: Path) -> list[str]:
     return flags
 
 
+def copy_flags(folder: Path, answers: dict, exercises: dict) -> list[str]:
+    """Flags for graded functions of the submitted notebooks that are the course's published
+    answers up to names and formatting (``copies.py``; ``answers``: ``copies.course_answers``)."""
+    import nbformat
+
+    from course_utils.grading.copies import copied_answers
+
+    flags: list[str] = []
+    for path in _notebooks(folder):
+        try:
+            nb = nbformat.read(path, as_version=4)
+        except Exception:  # noqa: BLE001  (an unreadable notebook fails grading with its reason)
+            continue
+        flags += [f for f in copied_answers(nb, answers, exercises) if f not in flags]
+    return flags
+
+
+def _published_answers(root: Path, assignment_id: str) -> tuple[dict, dict]:
+    """(fingerprints of the course's answers, {graded name: exercise}) of the assignment."""
+    import nbformat
+
+    from course_utils.grading.copies import course_answers, graded_names
+
+    answers, exercises = {}, {}
+    for path in sorted(_source_folder(root, assignment_id).glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        answers.update(course_answers(nb))
+        exercises.update(graded_names(nb))
+    return answers, exercises
+
+
 @contextmanager
 def _environ(extra: dict | None):
     saved = dict(os.environ)
@@ -290,6 +321,29 @@ def _course_imports(source_folder: Path) -> str:
     return test_room.preamble_of(sources, answers)
 
 
+def _source_folder(root: Path, assignment_id: str) -> Path:
+    """The assignment's folder of source notebooks (nbgrader's ``source_directory``), found
+    without importing nbgrader (``format_path`` with the course's default layout)."""
+    config = load_config(root)
+    source = config.CourseDirectory.get("source_directory", "source")
+    return (Path(config.CourseDirectory.get("root", str(root))) / source / assignment_id).resolve()
+
+
+def _assignment_modules(source_folder: Path) -> tuple[str, ...]:
+    """Every module the source notebooks of an assignment import, in any cell (the fork server
+    imports them once, for all its kernels).  The instructor's notebooks, never a submission's."""
+    import nbformat
+
+    from course_utils.grading.markers import imported_modules
+
+    found: list[str] = []
+    for path in sorted(source_folder.glob("*.ipynb")):
+        for c in nbformat.read(path, as_version=4).cells:
+            if c.cell_type == "code":
+                found += [m for m in imported_modules(c.source) if m not in found]
+    return tuple(found)
+
+
 def _zero_scores(db_url: str, course_id: str, assignment_id: str, student: str) -> None:
     """A failed submission keeps no stale or partial automatic scores: its tests score 0."""
     from nbgrader.api import Gradebook, MissingEntry
@@ -343,7 +397,7 @@ def _worker(assignment_id: str, root: Path, mem_limit: int | None, time_limit: f
     zygote = None
     if fork_server or sandboxed:
         folder = tempfile.mkdtemp(prefix="course-zygote-")  # short: a socket path has ~100 bytes
-        zygote = ForkServer(folder, sandbox=box)
+        zygote = ForkServer(folder, sandbox=box, warm=_assignment_modules(_source_folder(root, assignment_id)))
         if zygote.start(dict(os.environ)) or sandboxed:  # sandboxed, a failed start is retried per student
             os.environ[SOCKET_ENV] = zygote.path  # the kernels' launcher finds it there
         else:
@@ -519,17 +573,32 @@ def _score(coursedir, assignment_id: str, student: str) -> str | None:
 
 # ------------------------------------------------------------------ the driver
 def _check_gradebook(root: Path, assignment_id: str, env: dict) -> tuple[str, str]:
-    """The gradebook's (url, course id), once the assignment is known to be in it."""
-    from nbgrader.api import Gradebook, MissingEntry
+    """The gradebook's (url, course id), once the assignment is known to be in it.
+
+    One query through SQLAlchemy rather than nbgrader's ``Gradebook``: importing nbgrader takes
+    the driver seconds before any worker starts.  An assignment in the gradebook means its
+    tables exist (``nbgrader generate_assignment`` made them), so the workers never race to
+    create them."""
+    import sqlalchemy
 
     with _environ(env):
         config = load_config(root)
     db_url = config.CourseDirectory.db_url
     course_id = config.CourseDirectory.course_id
+    engine = sqlalchemy.create_engine(db_url)
     try:
-        with Gradebook(db_url, course_id) as gb:  # also creates the tables once, before the workers
-            gb.find_assignment(assignment_id)
-    except MissingEntry:
+        with engine.connect() as db:
+            found = db.execute(sqlalchemy.text("SELECT 1 FROM assignment WHERE name = :name"),
+                               {"name": assignment_id}).first()
+    except sqlalchemy.exc.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise SystemExit(f"cannot open the gradebook ({db_url.split('?')[0]}): {exc.orig}") from None
+        found = None  # a new, empty gradebook
+    except sqlalchemy.exc.ProgrammingError:  # PostgreSQL: relation "assignment" does not exist
+        found = None
+    finally:
+        engine.dispose()
+    if found is None:
         raise SystemExit(f"assignment {assignment_id!r} is not in the gradebook ({db_url.split('?')[0]}): "
                          f"run 'make release' (nbgrader generate_assignment {assignment_id}) first") from None
     return db_url, course_id
@@ -604,6 +673,7 @@ def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = 
         bindir = str(Path(sys.executable).parent)
         env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
         db_url, course_id = _check_gradebook(root, assignment_id, env)
+        published = _published_answers(root, assignment_id)  # what a submission may not paste in
 
         work: queue.Queue[str] = queue.Queue()
         for s in todo:
@@ -617,7 +687,8 @@ def grade(course_dir: str | os.PathLike, assignment_id: str, jobs: int | None = 
 
         def record(result: dict) -> None:
             s = result["student"]
-            flags = tamper_flags(submitted / s / assignment_id)
+            flags = tamper_flags(submitted / s / assignment_id) + copy_flags(submitted / s / assignment_id,
+                                                                              *published)
             if not sandbox:
                 from course_utils.grading.sandbox import FLAG_UNSANDBOXED
 

@@ -209,7 +209,8 @@ def _detached(out: tuple) -> tuple:
 
 
 def derived_tolerance(reference: Callable, args: tuple = (), kwargs: dict | None = None, *,
-                      perturb: bool = True, factor: float = 16.0, draws: int = 2, seed: int = 0):
+                      perturb: bool = True, factor: float = 16.0, draws: int = 2, seed: int = 0,
+                      low: tuple | None = None):
     """What a correct formulation can achieve on these inputs, measured rather than assumed.
 
     Returns ``(truth, atols, rtol)``: ``truth`` is the tuple of the reference's outputs computed
@@ -222,26 +223,33 @@ def derived_tolerance(reference: Callable, args: tuple = (), kwargs: dict | None
     ``exp(x - logsumexp(x))`` softmax of a row of -1e4 is off by ~1e-5: (b) is ~2e-4 there,
     because an input of 1e4 is itself only known to ~1e-3 in float32.  ``perturb=False``
     skips (b) for functions whose output jumps under tiny input changes (top-k selection).
+    ``low``: the reference's result on these inputs, when the caller has it already.
     """
     kwargs = kwargs or {}
     with torch.no_grad():
-        return _derived_tolerance(reference, args, kwargs, perturb=perturb, factor=factor, draws=draws, seed=seed)
+        return _derived_tolerance(reference, args, kwargs, perturb=perturb, factor=factor, draws=draws, seed=seed,
+                                  low=low)
 
 
-def _derived_tolerance(reference, args, kwargs, *, perturb, factor, draws, seed):
-    low = _detached(_as_tuple(reference(*_clone(args), **_clone(kwargs))))
+def _derived_tolerance(reference, args, kwargs, *, perturb, factor, draws, seed, low=None):
+    if low is None:
+        low = _as_tuple(reference(*_clone(args), **_clone(kwargs)))
+    low = _detached(low)
     widen = _widen
-    try:
-        truth = _detached(_as_tuple(reference(*_widen(args), **_widen(kwargs))))
-    except RuntimeError:
-        # A reference fixed to one dtype (a float32 module, say) cannot run in float64: measure
-        # in the input's dtype, where the perturbations below still show the conditioning.
-        widen, truth = _clone, low
+    floating = [t for _, t in _tensors((args, kwargs)) if t.is_floating_point()]
+    if not floating:  # nothing to widen or to perturb (token ids, say): the float64 run is this one
+        truth = low
+    else:
+        try:
+            truth = _detached(_as_tuple(reference(*_widen(args), **_widen(kwargs))))
+        except RuntimeError:
+            # A reference fixed to one dtype (a float32 module, say) cannot run in float64: measure
+            # in the input's dtype, where the perturbations below still show the conditioning.
+            widen, truth = _clone, low
     spread = [0.0] * len(truth)
     for i, (lo, tr) in enumerate(zip(low, truth)):
         if isinstance(lo, Tensor) and isinstance(tr, Tensor) and lo.is_floating_point() and lo.numel():
             spread[i] = float((lo.double() - tr).abs().nan_to_num(0.0, posinf=0.0, neginf=0.0).max())
-    floating = [t for _, t in _tensors((args, kwargs)) if t.is_floating_point()]
     if perturb and floating:
         g = torch.Generator().manual_seed(seed)
 
@@ -341,12 +349,11 @@ def compare(
     for case in cases:
         what = case.describe(fn_name)
         case_hint = case.hint or hint
-        if atol is None and rtol is None:
-            truth, atols, rtol_c = derived_tolerance(reference, case.args, case.kwargs, perturb=perturb)
-        else:
-            truth = _as_tuple(reference(*_clone(case.args), **_clone(case.kwargs)))
-            atols, rtol_c = [atol] * len(truth), rtol
         like = _as_tuple(reference(*_clone(case.args), **_clone(case.kwargs)))
+        if atol is None and rtol is None:
+            truth, atols, rtol_c = derived_tolerance(reference, case.args, case.kwargs, perturb=perturb, low=like)
+        else:
+            truth, atols, rtol_c = like, [atol] * len(like), rtol
         got = _run_student(student, case.args, case.kwargs, what=what, hint=case_hint, forbid=forbid,
                            fn_name=fn_name)
         if outputs is not None:

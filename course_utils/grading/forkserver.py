@@ -54,8 +54,10 @@ SOCKET_ENV = "COURSE_FORKSERVER"  # the zygote's socket, in the worker's (and la
 SANDBOX_ENV = "COURSE_SANDBOXED"  # set by the worker: the zygote is sandboxed, never fall back outside
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # What a notebook's first cell imports (see the chapters): imported once, in the zygote.
+# Besides these, the zygote imports what the assignment's notebooks import (``warm_up``'s
+# ``extra``: torchvision only for the chapters that use it).
 WARM_MODULES = ("torch", "torch.nn", "torch.nn.functional", "numpy", "matplotlib", "matplotlib.pyplot",
-                "nbformat", "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel", "einops", "torchvision",
+                "nbformat", "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel", "einops",
                 "course_utils", "course_utils.plots", "course_utils.runtime", "course_utils.results",
                 "course_utils.analysis",
                 *(f"course_utils.references.{m}" for m in ("attention", "masking", "multihead", "positional",
@@ -67,8 +69,9 @@ WARM_MODULES = ("torch", "torch.nn", "torch.nn.functional", "numpy", "matplotlib
                 *(f"course_utils.grading.{m}" for m in ("integrity", "checks", "pristine", "doubles", "isolation",
                                                         "test_room", "cell_hooks")),
                 # PyTorch's meta-device machinery, which the hidden tests' device checks load on
-                # first use (seconds per kernel otherwise); importing it starts no thread.
-                "torch._meta_registrations", "torch._refs", "torch._decomp")
+                # first use (seconds per kernel otherwise: meta kernels import torch._dynamo);
+                # importing it starts no thread.
+                "torch._meta_registrations", "torch._refs", "torch._decomp", "torch._dynamo")
 
 
 def skip_slow_optional_imports() -> None:
@@ -211,13 +214,21 @@ class _Zygote:
         self.listener.listen(64)
 
     @staticmethod
-    def warm_up() -> None:
+    def warm_up(extra: tuple[str, ...] = ()) -> None:
+        """Import ``WARM_MODULES`` and ``extra`` (the assignment's imports; a name that is no
+        module is skipped quietly): other libraries before the course's own modules, the
+        course's after them."""
         skip_slow_optional_imports()
-        for name in WARM_MODULES:
+        first = WARM_MODULES.index("course_utils")
+        extra = [m for m in extra if m not in WARM_MODULES]
+        ours = [m for m in extra if m.split(".")[0] == "course_utils"]
+        names = [*WARM_MODULES[:first], *(m for m in extra if m not in ours), *WARM_MODULES[first:], *ours]
+        for name in names:
             try:
                 __import__(name)
             except ImportError as exc:  # a module a later chapter adds: the kernel imports it itself
-                print(f"course grading: fork server could not import {name}: {exc}", file=sys.stderr)
+                if name in WARM_MODULES:
+                    print(f"course grading: fork server could not import {name}: {exc}", file=sys.stderr)
         # What exists now is never freed: the collector leaves it alone in every child, which
         # saves the children the time and the copied pages of scanning it.
         gc.collect()
@@ -396,9 +407,11 @@ def _undumpable() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
-def serve(path: str | None, listen_fd: int | None = None, workdir: str | None = None) -> None:
-    """The zygote's main: listen on ``path`` (or the listening socket ``listen_fd``), warm up,
-    fork kernels until stdin closes; ``workdir``: sandboxed, every kernel runs there."""
+def serve(path: str | None, listen_fd: int | None = None, workdir: str | None = None,
+          warm: tuple[str, ...] = ()) -> None:
+    """The zygote's main: listen on ``path`` (or the listening socket ``listen_fd``), warm up
+    (``warm``: modules to import besides ``WARM_MODULES``), fork kernels until stdin closes;
+    ``workdir``: sandboxed, every kernel runs there."""
     # Run by path, sys.path[0] is this folder, which a plain kernel does not have (kernel.py).
     if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
         del sys.path[0]
@@ -410,7 +423,7 @@ def serve(path: str | None, listen_fd: int | None = None, workdir: str | None = 
     os.dup2(2, 1)  # nobody reads our stdout after that line: what we print goes to the log
     code = 0
     try:
-        zygote.warm_up()
+        zygote.warm_up(warm)
         zygote.serve()
     except BaseException:  # noqa: BLE001 - reported, then the exit below
         import traceback
@@ -438,9 +451,10 @@ class ForkServer:
     kernels inherit (``SOCKET_ENV``), ``stop()`` it when the worker ends (it also stops when the
     worker dies).  With a ``sandbox`` (``sandbox.Sandbox``) it runs inside it."""
 
-    def __init__(self, folder: str, sandbox=None):
+    def __init__(self, folder: str, sandbox=None, warm: tuple[str, ...] = ()):
         self.path = os.path.join(folder, "zygote.sock")
         self.sandbox = sandbox
+        self.warm = tuple(warm)  # modules the assignment imports, warmed besides WARM_MODULES
         self.proc = None
         self.family: set[int] = set()  # its processes (bwrap's too): not kernels
 
@@ -454,8 +468,9 @@ class ForkServer:
         # from /proc/self/environ, which is the environment its process was started with.
         env = {k: v for k, v in env.items() if k not in PRIVATE_ENV and k != SOCKET_ENV}
         here = os.path.abspath(__file__)
+        warm = ["--warm", ",".join(self.warm)] if self.warm else []
         if self.sandbox is None:
-            self.proc = subprocess.Popen([sys.executable, here, self.path],
+            self.proc = subprocess.Popen([sys.executable, here, self.path, *warm],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         else:
             # The worker binds the socket, outside the sandbox, and hands the zygote the listening end.
@@ -470,7 +485,7 @@ class ForkServer:
 
             passed = {k: v for k, v in env.items() if k in PASSED_ENV}  # threads, plotting backend
             command = self.sandbox.command([sys.executable, here, "--listen-fd", str(fd),
-                                            "--workdir", str(self.sandbox.work)], extra_env=passed)
+                                            "--workdir", str(self.sandbox.work), *warm], extra_env=passed)
             try:
                 # bwrap's own process stays in the sandbox as its init, and its environment can be read
                 # there (/proc/1/environ): it starts with none of the grader's.
@@ -547,7 +562,8 @@ if __name__ == "__main__":
     parser.add_argument("socket", nargs="?", help="the socket to listen on")
     parser.add_argument("--listen-fd", type=int, help="a listening socket to take over (sandboxed)")
     parser.add_argument("--workdir", help="sandboxed: every kernel runs in this folder")
+    parser.add_argument("--warm", default="", help="comma-separated modules to import besides WARM_MODULES")
     args = parser.parse_args()
     if (args.socket is None) == (args.listen_fd is None):
         parser.error("give a SOCKET or --listen-fd")
-    serve(args.socket, args.listen_fd, args.workdir)
+    serve(args.socket, args.listen_fd, args.workdir, tuple(m for m in args.warm.split(",") if m))

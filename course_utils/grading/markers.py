@@ -16,7 +16,7 @@ import re
 
 __all__ = ["MARKERS", "STUB", "HIDDEN", "SOLUTION", "SKIP_WHILE_GRADING", "strip_hidden_tests",
            "strip_solution_markers", "replace_solutions_with_stub", "skipped_while_grading", "skip_problems",
-           "defined_names"]
+           "defined_names", "imported_modules"]
 
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 STUB = "# YOUR CODE HERE\nraise NotImplementedError()"  # as autograde/nbgrader_config.py's code_stub
@@ -73,10 +73,46 @@ def defined_names(source: str) -> dict[str, int]:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             found = {(a.asname or a.name).split(".")[0] for a in node.names}
         else:
-            found = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            found = {n.id for n in _own_names(node) if isinstance(n.ctx, ast.Store)}
         for name in found:
             binds.setdefault(name, node.lineno)
     return binds
+
+
+def _own_names(node, inner: frozenset = frozenset()):
+    """The ``ast.Name`` nodes under ``node`` that name the cell's variables: a comprehension's
+    own loop variables (``p`` in ``sum(p.numel() for p in ps)``) belong to the comprehension."""
+    import ast
+
+    if isinstance(node, ast.Name):
+        if node.id not in inner:
+            yield node
+        return
+    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        inner = inner | {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+    for child in ast.iter_child_nodes(node):
+        yield from _own_names(child, inner)
+
+
+def imported_modules(source: str) -> list[str]:
+    """The absolute modules code cell ``source`` imports anywhere (``from a.b import c`` gives
+    ``a.b`` and ``a.b.c``, which may be a module), in order; bad syntax imports nothing."""
+    import ast
+
+    try:
+        tree = _parse(source)
+    except SyntaxError:
+        return []
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names if a.name != "*"]
+        else:
+            continue
+        found += [n for n in names if n not in found]
+    return found
 
 
 def _names(source: str) -> tuple[set[str], set[str]]:
@@ -85,7 +121,7 @@ def _names(source: str) -> tuple[set[str], set[str]]:
 
     binds = defined_names(source)
     # A read on the line that binds (x = x + 1) or before it needs the value from outside.
-    reads = {n.id for n in ast.walk(_parse(source)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    reads = {n.id for n in _own_names(_parse(source)) if isinstance(n.ctx, ast.Load)
              and n.lineno <= binds.get(n.id, n.lineno)}
     return reads, set(binds)
 

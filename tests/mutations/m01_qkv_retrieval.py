@@ -27,6 +27,11 @@ MUTATIONS = [
     # the global max is a constant, so the formula is right, but a row far below the global
     # max underflows to 0 / 0: fails only on inputs of magnitude ~1e4
     Mutation("softmax", "softmax-global-max", _SOFTMAX_MAX, "shifted = x - x.max()"),
+    # the library's softmax under names the first forbidden list missed
+    Mutation("softmax", "softmax-special-log-softmax", None,
+             "def softmax(x, dim=-1):\n    return torch.special.log_softmax(x, dim=dim).exp()\n"),
+    Mutation("softmax", "softmax-private-op", None,
+             "def softmax(x, dim=-1):\n    return torch._softmax(x, dim, False)\n"),
     Mutation("softmax", "softmax-in-place", _SOFTMAX_MAX,
              "x -= x.amax(dim=dim, keepdim=True)  # changes the caller's tensor\n    shifted = x"),
     # attention_pool

@@ -39,6 +39,10 @@ MUTATIONS = [
              'scores = scores.masked_fill(~mask, float("-inf"))',
              'scores = scores.masked_fill(~mask.reshape(scores.shape), float("-inf"))'),
     # chunked_attention
+    # right whenever some score of each query is near or above 0; 0 / 0 when all are far below
+    Mutation("chunked_attention", "chunked-max-starts-at-zero",
+             'run_max = torch.full((*batch, m, 1), float("-inf"), dtype=q.dtype, device=q.device)',
+             "run_max = torch.zeros((*batch, m, 1), dtype=q.dtype, device=q.device)"),
     Mutation("chunked_attention", "chunked-sum-not-rescaled",
              "run_sum = run_sum * correction + p.sum(dim=-1, keepdim=True)",
              "run_sum = run_sum + p.sum(dim=-1, keepdim=True)"),

@@ -47,6 +47,12 @@ MUTATIONS = [
     Mutation("MultiHeadAttention", "mha-scale-by-d-model",
              "math.sqrt(self.head_dim)", "math.sqrt(self.num_heads * self.head_dim)"),
     Mutation("MultiHeadAttention", "mha-forgets-w_o", _RETURN, "return merge_heads(out), weights"),
+    # the course's masked_softmax (chapter 06's exercise) does the masking and the empty rows
+    Mutation("MultiHeadAttention", "mha-course-masked-softmax", _MASK_TO_SOFTMAX,
+             "        if mask is not None and mask.dim() == 3:\n"
+             "            mask = mask.unsqueeze(1)\n"
+             "        from course_utils.references.masking import masked_softmax\n"
+             "        weights = masked_softmax(scores, mask)\n"),
     Mutation("MultiHeadAttention", "mha-mask-not-broadcast-over-heads",
              "mask = mask.unsqueeze(1)", "mask = mask"),
     Mutation("MultiHeadAttention", "mha-softmax-over-queries",
