@@ -50,8 +50,17 @@ def test_a_renamed_reformatted_copy_has_the_fingerprint_of_its_original():
 
 
 def test_other_code_with_the_same_names_differs():
-    a = "def f(x, dim=-1):\n" + "    y = x - x.amax(dim=dim, keepdim=True)\n    e = y.exp()\n" \
-        "    total = e.sum(dim=dim, keepdim=True)\n    out = e / total\n    return out\n"
+    a = textwrap.dedent("""
+        def f(x, mask=None, dim=-1):
+            if mask is not None:
+                x = x.masked_fill(~mask, float("-inf"))
+            y = x - x.amax(dim=dim, keepdim=True)
+            y = torch.where(torch.isfinite(y), y, torch.full_like(y, float("-inf")))
+            e = y.exp()
+            total = e.sum(dim=dim, keepdim=True)
+            out = e / torch.where(total > 0, total, torch.ones_like(total))
+            return out
+    """)
     b = a.replace("x.amax(dim=dim, keepdim=True)", "x.max()")  # another answer (a wrong one)
     c = a.replace("e.sum(dim=dim, keepdim=True)", "e.sum(dim, keepdim=True)")  # positional argument
     fa, fb, fc = (fingerprint(definitions(s)["f"]) for s in (a, b, c))
@@ -118,8 +127,8 @@ def test_answers_in_finds_an_answer_under_any_name(tmp_path):
     (tmp_path / "pkg" / "helpers.py").write_text("import torch\n\n\n" + _reference_source("masked_softmax")
                                                  .replace("def masked_softmax(", "def _weights(") + "\n")
     (tmp_path / "pkg" / "fine.py").write_text("def causal_mask(n):\n    return None\n")
-    nb = new_notebook(cells=[new_code_cell("x = 1"), new_code_cell(_reference_source("beam_search"))])
+    nb = new_notebook(cells=[new_code_cell("x = 1"), new_code_cell(_reference_source("greedy_decode"))])
     nbformat.write(nb, tmp_path / "book.ipynb")
     assert answers_in(tmp_path, answers) == [
-        "book.ipynb:cell 2, line 1: beam_search is the course's answer to beam_search",
+        "book.ipynb:cell 2, line 1: greedy_decode is the course's answer to greedy_decode",
         "pkg/helpers.py:line 4: _weights is the course's answer to masked_softmax"]
