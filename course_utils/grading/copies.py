@@ -133,8 +133,11 @@ def course_answers(source_notebook, references: Path | None = None) -> dict[str,
     names = graded_names(source_notebook)
     found: dict[str, set[str]] = {name: set() for name in names}
     sources = [strip_solution_markers(c.source) for c in _answer_cells(source_notebook)]
-    folder = references or Path(__file__).resolve().parents[1] / "references"
-    sources += [p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.py"))]
+    if references is None:  # where this installation's course_utils.references lives (found, not imported)
+        import importlib.util
+
+        references = Path(importlib.util.find_spec("course_utils.references").submodule_search_locations[0])
+    sources += [p.read_text(encoding="utf-8") for p in sorted(references.glob("*.py"))]
     for source in sources:
         for name, node in definitions(source).items():
             if name in found and (fp := fingerprint(node)) is not None:
