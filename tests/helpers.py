@@ -20,6 +20,21 @@ def solution_notebook(cid: str) -> nbformat.NotebookNode:
     return nbformat.read(ROOT / "solutions" / cid / f"{cid}.ipynb", as_version=4)
 
 
+@lru_cache(maxsize=None)
+def reference_definitions() -> dict[str, str]:
+    """{name: source} of every top-level function and class in ``course_utils/references``
+    (the first, when two modules define a name), as a learner would copy it from there."""
+    import ast
+
+    found: dict[str, str] = {}
+    for path in sorted((ROOT / "course_utils" / "references").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        for node in ast.parse(text).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                found.setdefault(node.name, ast.get_source_segment(text, node))
+    return found
+
+
 def _lines(blocks) -> set[str]:
     return {line.strip() for block in blocks for line in block.splitlines() if len(line.strip()) >= MIN_LEN}
 

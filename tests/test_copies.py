@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -13,9 +12,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from course_utils.grading.copies import (MIN_NODES, answers_in, copied_answers, course_answers, definitions,
                                          fingerprint, graded_names)
-from tests.helpers import chapter_ids, solution_notebook
+from tests.helpers import chapter_ids, reference_definitions, solution_notebook
 
-REFERENCES = Path(__file__).resolve().parents[1] / "course_utils" / "references"
 
 
 def _answer(source: str, gid: str) -> nbformat.NotebookNode:
@@ -24,12 +22,10 @@ def _answer(source: str, gid: str) -> nbformat.NotebookNode:
 
 
 def _reference_source(name: str) -> str:
-    for path in sorted(REFERENCES.glob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        for node in ast.parse(text).body:
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
-                return ast.get_source_segment(text, node)
-    raise LookupError(name)
+    try:
+        return reference_definitions()[name]
+    except KeyError:
+        raise LookupError(name) from None
 
 
 def test_a_renamed_reformatted_copy_has_the_fingerprint_of_its_original():

@@ -30,7 +30,8 @@ import pytest
 from nbformat.v4 import new_code_cell
 
 from tests.conftest import nbgrader
-from tests.helpers import ROOT, chapter_ids, grading_sandbox, hidden_test_lines_of, solution_notebook
+from tests.helpers import (ROOT, chapter_ids, grading_sandbox, hidden_test_lines_of, reference_definitions,
+                           solution_notebook)
 from course_utils.grading.autograde import grade
 from course_utils.grading.feedback import generate as generate_feedback
 from tests.mutations import MUTATIONS, VARIANTS
@@ -166,16 +167,9 @@ def _loop_last_function(nb):
 def _pasted_reference(course, cid) -> nbformat.NotebookNode:
     """The release with each answer cell holding the package's own definition of its graded
     names (``course_utils/references``, which the reader's edition installs), pasted as is."""
-    import ast
-
     from course_utils.grading.copies import graded_names
 
-    found = {}
-    for path in sorted((ROOT / "course_utils" / "references").glob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        for node in ast.parse(text).body:
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                found.setdefault(node.name, ast.get_source_segment(text, node))
+    found = reference_definitions()
     nb = nbformat.read(course / "notebooks" / cid / f"{cid}.ipynb", as_version=4)
     by_exercise: dict[str, list[str]] = {}
     for name, gid in graded_names(solution_notebook(cid)).items():

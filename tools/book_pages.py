@@ -78,7 +78,7 @@ def _fold(cell, show: str, hide: str) -> None:
 def answer_outputs(nb: nbformat.NotebookNode) -> set[int]:
     """Indices of the code cells whose stored outputs the solutions made: answers, tests, and
     every cell that reads a name an answer bound, or a name bound by such a cell, and so on."""
-    from course_utils.grading.markers import _names  # (reads, binds) of a cell: the skip rule's reading
+    from course_utils.grading.markers import reads_and_binds  # the skip-while-grading rule's reading
 
     tainted: set[str] = set()
     found = set()
@@ -86,7 +86,7 @@ def answer_outputs(nb: nbformat.NotebookNode) -> set[int]:
         if cell.cell_type != "code":
             continue
         grader = cell.metadata.get("nbgrader", {})
-        reads, binds = _names(cell.source)
+        reads, binds = reads_and_binds(cell.source)
         if grader.get("solution") or grader.get("grade") or reads & tainted:
             found.add(i)
             tainted |= binds

@@ -16,7 +16,7 @@ import re
 
 __all__ = ["MARKERS", "STUB", "HIDDEN", "SOLUTION", "SKIP_WHILE_GRADING", "strip_hidden_tests",
            "strip_solution_markers", "replace_solutions_with_stub", "skipped_while_grading", "skip_problems",
-           "defined_names", "imported_modules"]
+           "defined_names", "reads_and_binds", "imported_modules"]
 
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 STUB = "# YOUR CODE HERE\nraise NotImplementedError()"  # as autograde/nbgrader_config.py's code_stub
@@ -115,8 +115,8 @@ def imported_modules(source: str) -> list[str]:
     return found
 
 
-def _names(source: str) -> tuple[set[str], set[str]]:
-    """(names the cell reads before binding them itself, names it binds at the top level)."""
+def reads_and_binds(source: str) -> tuple[set[str], set[str]]:
+    """(names code cell ``source`` reads before binding them itself, names it binds at its top level)."""
     import ast
 
     binds = defined_names(source)
@@ -132,7 +132,7 @@ def skip_problems(nb) -> list[str]:
     A name a skipped cell binds is needed when a later cell that runs reads it before binding it
     itself, and no cell that runs in between binds it first."""
     problems = []
-    code = [(i, c, *_names(c.source)) for i, c in enumerate(nb.cells, 1) if c.get("cell_type") == "code"]
+    code = [(i, c, *reads_and_binds(c.source)) for i, c in enumerate(nb.cells, 1) if c.get("cell_type") == "code"]
     for i, cell, _, binds in code:
         if SKIP_WHILE_GRADING not in cell.get("metadata", {}).get("tags", []):
             continue
