@@ -182,6 +182,16 @@ def test_limits_contain_failures(small_course):
         assert not any(got.get(student, {}).values()), (student, got[student])
     print(json.dumps({s: status[s]["reasons"] for s in status}, indent=1))
 
+    # Feedback reads the status as the grade export does: after a cluster run, where each pod wrote
+    # status/<pod>/<id>.json, the learner still reads why the notebook was not graded.
+    from course_utils.grading.feedback import generate
+
+    pods = course / "autograde" / "status" / "pod-0"
+    pods.mkdir()
+    (course / "autograde" / "status" / f"{CID}.json").rename(pods / f"{CID}.json")
+    page, = generate(course, CID, students=["too_slow"])
+    assert "time limit" in page.read_text(encoding="utf-8"), page.read_text(encoding="utf-8")[-2000:]
+
 
 @pytest.mark.slow
 def test_a_stuck_worker_costs_one_student(small_course):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.grading.autograde import course_root, load_config, load_status
+from course_utils.grading.autograde import course_root, load_config
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _MAX_MESSAGE = 3000  # characters: a message, not a dump
@@ -107,12 +107,13 @@ def generate(course_dir, assignment_id: str, students: list[str] | None = None,
     from nbgrader.coursedir import CourseDirectory
 
     from course_utils.grading.autograde import _environ
+    from course_utils.grading.export import read_status
 
     root = course_root(course_dir)
     with _environ(env_extra):
         config = load_config(root)
     coursedir = CourseDirectory(config=config)
-    status = load_status(root, assignment_id)
+    status = read_status(root, assignment_id)  # the grade export's reader: a cluster's per-pod files too
     written = []
     with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
         try:
