@@ -443,8 +443,7 @@ def _grade_students(assignment_id: str, root: Path, mem_limit: int | None, time_
     from course_utils.grading.collect import unreadable_reason
 
     config = load_config(root)
-    source = CourseDirectory(config=config)
-    guarded = _guarded_execute(_course_imports(Path(source.format_path(source.source_directory, ".", assignment_id))))
+    guarded = _guarded_execute(_course_imports(_source_folder(root, assignment_id)))
     config.Autograde.autograde_preprocessors = [
         guarded if pp is Execute else pp for pp in Autograde.class_traits()["autograde_preprocessors"].default()]
     if box is not None:  # the kernel's sockets: files in the sandbox's folder (it has no network)
