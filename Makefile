@@ -12,7 +12,7 @@ NBGRADER := cd autograde && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/nb
 
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help venv book serve test lab execute bench notebook-times train-laptop train-cpu train-cpu-float32 train-resnet train-gpu gpu-check train-gpu-short sweep sweep-cpu release collect autograde feedback grades clean
+.PHONY: help venv book serve test lab execute bench notebook-times train-laptop train-cpu train-cpu-float32 train-resnet train-gpu gpu-check gpu-window train-gpu-short sweep sweep-cpu release collect autograde feedback grades clean
 
 help:
 	@echo "make book       build the book into _build/html (first run installs everything into $(VENV));"
@@ -27,6 +27,7 @@ help:
 	@echo "make train-resnet  three seeds of the ResNet's own recipe, the same half hour each (after train-cpu, same machine)"
 	@echo "make train-gpu  the gpu recipe (chapter 08's course answer to question 1); writes results/ch08_vit_gpu.json"
 	@echo "                STOP_AFTER=9 stops within 9 minutes; run it again to continue"
+	@echo "make gpu-window OUT=dir  on a GPU lent for minutes: check it, measure the step, train gpu_fast, copy results to dir"
 	@echo "make gpu-check  on a CUDA GPU: the tests' GPU paths and benchmarks.gpu_pipeline"
 	@echo "make train-gpu-short MINUTES=6  the gpu recipe cut to fit MINUTES on one GPU; writes results/ch08_vit_gpu_short.json"
 	@echo "make train-laptop  the laptop recipe chapter 07 compares a learner's ViT with"
@@ -131,6 +132,16 @@ gpu-check: $(STAMP)
 	$(PY) -m benchmarks.gpu_pipeline --profile --compile
 	$(PY) -m benchmarks.gpu_pipeline --profile --compile-mode reduce-overhead
 	$(PY) -m benchmarks.trivial_augment
+
+# A GPU lent for a short window (about 15 minutes in all, start-up included): one command that checks the
+# device, measures the gpu_fast recipe's step (FLOPs per image, images/s, share of the bf16 peak),
+# trains it (cut to the epochs that fit, or continuing an unfinished run's checkpoint) with a hard stop,
+# and copies the result, history and checkpoint to OUT (benchmarks/gpu_window.py).  It runs with the
+# GPU machine's own python3 (no virtual environment there); COURSE_CIFAR10 names the data it carries.
+WINDOW_MINUTES ?= 9.4
+GPU_PY ?= python3
+gpu-window:
+	$(GPU_PY) -m benchmarks.gpu_window --minutes $(WINDOW_MINUTES) $(if $(OUT),--out-dir $(OUT))
 
 # One GPU for MINUTES minutes: the gpu recipe cut to the epochs that fit, and the full run's time projected.
 MINUTES ?= 6

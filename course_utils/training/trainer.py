@@ -24,6 +24,7 @@ evaluated once, at the end, with the weights of the best validation epoch.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -467,7 +468,9 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
     for epoch in range(state["epoch"], stop_at):
         start = time.perf_counter()
         loader.set_epoch(epoch)
-        fit = trainer.train_epoch(loader, mix=mix, desc=f"epoch {epoch + 1}/{epochs}", show=main_process)
+        mixing = epoch < recipe.mix_until * epochs  # after that only label smoothing
+        fit = trainer.train_epoch(loader, mix=mix if mixing else _mixer(dataclasses.replace(
+            recipe, mixup_alpha=0.0, cutmix_alpha=0.0), num_classes, mix_gen), desc=f"epoch {epoch + 1}/{epochs}", show=main_process)
         state["epoch"] = epoch + 1
         if main_process:
             val = trainer.evaluate(val_loader)
