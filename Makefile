@@ -12,7 +12,7 @@ NBGRADER := cd autograde && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/nb
 
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help venv book serve test lab execute bench notebook-times train-laptop train-cpu train-cpu-float32 train-resnet train-gpu gpu-check gpu-window train-gpu-short sweep sweep-cpu release collect autograde feedback grades clean
+.PHONY: help venv book serve test lab execute bench notebook-times train-laptop train-cpu train-cpu-float32 train-resnet train-gpu gpu-check gpu-window gpu-window-prep train-gpu-short sweep sweep-cpu release collect autograde feedback grades clean
 
 help:
 	@echo "make book       build the book into _build/html (first run installs everything into $(VENV));"
@@ -137,11 +137,19 @@ gpu-check: $(STAMP)
 # device, measures the gpu_fast recipe's step (FLOPs per image, images/s, share of the bf16 peak),
 # trains it (cut to the epochs that fit, or continuing an unfinished run's checkpoint) with a hard stop,
 # and copies the result, history and checkpoint to OUT (benchmarks/gpu_window.py).  It runs with the
-# GPU machine's own python3 (no virtual environment there); COURSE_CIFAR10 names the data it carries.
+# GPU machine's own python3 (no virtual environment there).  Here, first, on a clean commit:
+# make gpu-window-prep (the data copy in .data/ and .code-stamp.json, both ignored by git, to carry
+# along: the stamp lets the results name the commit even where the copy's git metadata is older);
+# there: COURSE_CIFAR10=$$PWD/.data/cifar10-jpeg.tar.gz make gpu-window OUT=<folder brought back>.
 WINDOW_MINUTES ?= 9.4
 GPU_PY ?= python3
 gpu-window:
 	$(GPU_PY) -m benchmarks.gpu_window --minutes $(WINDOW_MINUTES) $(if $(OUT),--out-dir $(OUT))
+
+gpu-window-prep: $(STAMP)
+	mkdir -p .data
+	test -f .data/cifar10-jpeg.tar.gz || cp ../shared/data/cifar10-jpeg.tar.gz .data/
+	$(PY) -c "from course_utils.results import code_stamp; print('wrote', code_stamp())"
 
 # One GPU for MINUTES minutes: the gpu recipe cut to the epochs that fit, and the full run's time projected.
 MINUTES ?= 6

@@ -21,7 +21,8 @@ every part once, in this order, each to its end (``torch.cuda.synchronize`` befo
 
 Per part: the median seconds over the rounds and its share of ``whole``'s median, the ratios taken
 within one run on one machine; the images per second are ``in a row``'s.  Writes
-``results/bench_gpu_pipeline.json`` (``bench_gpu_pipeline_compile[_<mode>].json`` with
+``results/bench_gpu_pipeline[_<recipe>].json`` (the recipe named when it is not ``gpu``;
+``..._compile[_<mode>].json`` with
 ``--compile``/``--compile-mode``; ``--out-dir`` elsewhere).
 
 ``--profile`` also runs one ``in a row`` window under ``torch.profiler`` and records, per step, the
@@ -190,8 +191,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"profiled window: {profile['wall_ms_per_step']:.2f} ms per step, device busy {busy}, "
               f"{profile['kernels_per_step']} kernels per step; most time: "
               + ", ".join(f"{op['name']} {op['ms_per_step']:.2f} ms" for op in profile["top"][:5]))
-    name = "bench_gpu_pipeline" if not recipe.compile else (
-        "bench_gpu_pipeline_compile" + (f"_{recipe.compile_mode.replace('-', '_')}" if recipe.compile_mode else ""))
+    name = "bench_gpu_pipeline" + ("" if args.recipe == "gpu" else f"_{args.recipe}") + ("" if not recipe.compile else (
+        "_compile" + (f"_{recipe.compile_mode.replace('-', '_')}" if recipe.compile_mode else "")))
     path = write_result(name, out, dataset=raw.source, directory=args.out_dir)
     print(f"written {path}")
     return out

@@ -200,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{summary['best_val_acc']:.4f}; time to 94%/95% validation {window['time_to_val_acc_s']}; "
           f"{'finished' if finished else 'stopped: run the same command again to continue'}", flush=True)
     if finished and not args.fast:
+        (RESULTS_DIR / f"{result}_model.pth").unlink(missing_ok=True)  # the trainer's copy of the weights: not kept
         stored = read_result(result)
         stored["data"]["window"] = window
         write_result(result, stored["data"], dataset=stored["provenance"]["dataset"],

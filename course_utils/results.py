@@ -69,12 +69,57 @@ RESULTS_DIR = find_results_dir()
 _CODE_PATHS = ("course_utils", "benchmarks", "pyproject.toml")
 
 
+STAMP_FILE = ".code-stamp.json"  # written by code_stamp(); travels with a copy of the checkout
+
+
+def code_digest(root: Path) -> str:
+    """sha256 of the code a run executes under ``root`` (every file below ``_CODE_PATHS`` but
+    bytecode caches, by path and content): the same bytes give the same digest on any machine."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for top in _CODE_PATHS:
+        base = root / top
+        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
+        for path in files:
+            if "__pycache__" in path.parts or path.suffix == ".pyc":
+                continue
+            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def code_stamp() -> Path:
+    """Write ``.code-stamp.json`` (this clean checkout's commit and ``code_digest``) at the checkout's
+    root, for a copy of the tree whose git metadata may be older (a machine lent for minutes, sent
+    the working tree): ``code_version`` there names the commit when the code's bytes are that
+    commit's.  Raises RuntimeError when the code differs from the commit (commit first)."""
+    root = checkout_root()
+    version = code_version()
+    if root is None or not version or "+" in version or version.startswith("unknown"):
+        raise RuntimeError(f"code_stamp: the code is not a clean commit ({version}); commit it first")
+    path = root / STAMP_FILE
+    path.write_text(json.dumps({"commit": version, "digest": code_digest(root)}) + "\n")
+    return path
+
+
+def _stamped(root: Path) -> str | None:
+    """The stamp's commit when the code here is byte for byte the code it was written for."""
+    try:
+        stamp = json.loads((root / STAMP_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return stamp.get("commit") if stamp.get("digest") == code_digest(root) else None
+
+
 @functools.cache
 def code_version() -> str:
     """The git commit of this checkout, marked ``+uncommitted-changes`` if tracked code differs.
 
     Code means what a run executes (``course_utils/``, ``benchmarks/``, ``pyproject.toml``): an
     edited chapter or README does not change what a training run computes.
+
+    A copy of the checkout whose git metadata lags its files (a lent machine) names the commit in
+    its ``.code-stamp.json`` when the code's bytes match it (``code_stamp``).
 
     Asked once per process (the first call's answer is kept): a process runs the code it loaded,
     so a command that trains several seeds names the same commit for all of them even if the
@@ -89,7 +134,9 @@ def code_version() -> str:
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
                                 *_CODE_PATHS], cwd=root,
                                capture_output=True, text=True, check=True).stdout.strip()
-        return commit + ("+uncommitted-changes" if dirty else "")
+        if dirty:  # the git metadata may be older than the files (a copy of the tree): a stamp knows
+            return _stamped(root) or commit + "+uncommitted-changes"
+        return commit
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
 

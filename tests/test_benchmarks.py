@@ -155,7 +155,8 @@ def test_gpu_pipeline_times_every_part_and_the_whole_step(tmp_path):
 
     out = gpu_pipeline.main(["--recipe", "smoke", "--rounds", "2", "--window", "3", "--profile",
                              "--out-dir", str(tmp_path)])
-    saved = json.loads((tmp_path / "bench_gpu_pipeline.json").read_text())["data"]
+    saved = json.loads((tmp_path / "bench_gpu_pipeline_smoke.json").read_text())["data"]
+    assert not (tmp_path / "bench_gpu_pipeline.json").exists(), "only the gpu recipe's bench keeps the bare name"
     assert set(saved["parts"]) == set(gpu_pipeline.PARTS) == set(out["parts"])
     assert saved["parts"]["whole"]["share_of_whole"] == 1.0
     assert all(row["median_s"] > 0 for row in saved["parts"].values())
