@@ -316,3 +316,45 @@ def test_pages_are_accessible(mode, built_book, server, browser):
         page.close()
     context.close()
     assert not problems, f"accessibility problems in {mode} mode:\n" + "\n".join(problems)
+
+
+# What may not be wider than its box: code cells and printed outputs at a laptop's width (they
+# wrap inside the text column), and the page itself on a phone (wide tables and equations scroll
+# inside themselves).  Each entry: (what, CSS selector).
+_MUST_FIT = (("code or output", ".bd-article div.highlight pre, .bd-article div.cell_output pre"),)
+
+
+@pytest.mark.browser
+def test_pages_fit_the_column_and_the_screen(built_book, server, browser):
+    """At 1280 px no code block or printed output is wider than the text column (nothing scrolls
+    sideways) and the navigation's titles are typeset (chapter 03's holds math); at 390 px no page
+    is wider than the screen."""
+    measure = """sel => Array.from(document.querySelectorAll(sel))
+        .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
+        .map(e => `${e.scrollWidth - e.clientWidth}px too wide: ${e.textContent.trim().split('\\n')[0].slice(0, 60)}`)"""
+    problems = []
+    for width in (1280, 390):
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        for rel in _book_pages(built_book):
+            page.goto(f"{server}/{rel}", wait_until="networkidle")
+            page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+            page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30_000)
+            page.evaluate("MathJax.startup.promise")
+            if width == 1280:
+                raw = page.evaluate("Array.from(document.querySelectorAll('nav a'))"
+                                    ".filter(a => a.textContent.includes('\\\\(')).length")
+                if raw:
+                    problems.append(f"{rel}: {raw} link(s) in the navigation show raw TeX (MathJax not loaded?)")
+                for what, selector in _MUST_FIT:
+                    problems += [f"{rel} at {width} px, {what}: {p}" for p in page.evaluate(measure, selector)[:3]]
+            else:
+                over = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+                if over > 1:
+                    culprits = page.evaluate(
+                        """() => Array.from(document.querySelectorAll('.bd-article *'))
+                           .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1
+                                        && e.children.length === 0)
+                           .slice(0, 3).map(e => e.tagName + ': ' + e.textContent.trim().slice(0, 40))""")
+                    problems.append(f"{rel} at {width} px: the page is {over}px wider than the screen ({culprits})")
+        page.close()
+    assert not problems, "pages wider than they may be:\n" + "\n".join(problems)
