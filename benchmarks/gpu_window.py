@@ -38,7 +38,10 @@ from course_utils.training.recipes import RECIPES, Recipe, apply_overrides, buil
 from course_utils.training.trainer import choose_amp, make_optimizer, train
 
 RESERVE_S = 50  # after the planned epochs: the trainer's own compile, the test views, the result written
-STEP_OVERHEAD = 1.25  # an epoch's steps also fetch, augment and mix their batches (gpu_pipeline measures it)
+# An epoch against its steps timed alone: its batches are also fetched, augmented and mixed, and the
+# validation pass follows (the ratio of an epoch's time to steps x step_s in results/ch08_gpu_fast_cut.json,
+# rounded up)
+STEP_OVERHEAD = 1.2
 MAX_CHECKPOINT_MB = 60
 # bf16 dense tensor-core peaks from the vendors' data sheets (TFLOP/s), by a part of the device's name
 PEAK_BF16_TFLOPS = {"H200": 989.4, "H100 PCIe": 756.0, "H100": 989.4, "A100": 312.0, "L4": 121.0, "4090": 165.2}
@@ -115,7 +118,7 @@ def step_rate(recipe: Recipe, device: torch.device, steps: int) -> dict:
 def plan(recipe: Recipe, seconds: float, step_s: float, steps_per_epoch: int) -> Recipe:
     """The recipe, or the recipe cut to the epochs that fit ``seconds`` at ``step_s`` per step (warm-up
     and every fraction-of-the-run setting in proportion); ValueError when not even two fit."""
-    epoch_s = steps_per_epoch * step_s * STEP_OVERHEAD + 0.5  # + the validation pass
+    epoch_s = steps_per_epoch * step_s * STEP_OVERHEAD
     fit = math.floor((seconds - RESERVE_S) / epoch_s)
     if fit < 2:
         raise ValueError(f"gpu_window: {seconds:.0f} s at {epoch_s:.1f} s per epoch fits fewer than 2 epochs "

@@ -63,7 +63,7 @@ def test_window_plans_the_epochs_that_fit_and_refuses_too_little_time():
 
     recipe = RECIPES["gpu_fast"]
     step_s, steps = 0.03, 87
-    epoch_s = steps * step_s * gpu_window.STEP_OVERHEAD + 0.5
+    epoch_s = steps * step_s * gpu_window.STEP_OVERHEAD
     cut = gpu_window.plan(recipe, 300, step_s, steps)
     assert cut.name == "gpu_fast_cut" and cut.epochs < recipe.epochs
     assert cut.epochs * epoch_s + gpu_window.RESERVE_S <= 300 < (cut.epochs + 1) * epoch_s + gpu_window.RESERVE_S
@@ -71,6 +71,10 @@ def test_window_plans_the_epochs_that_fit_and_refuses_too_little_time():
     assert dataclasses.replace(cut, name=recipe.name, epochs=recipe.epochs,
                                warmup_epochs=recipe.warmup_epochs) == recipe, "only the length is cut"
     assert gpu_window.plan(recipe, 10 ** 6, step_s, steps) is recipe, "never more than the recipe's epochs"
+    stored = json.loads((ROOT / "results" / "ch08_gpu_fast_cut.json").read_text())["data"]
+    ratio = stored["train_time_s"] / stored["epochs"] / (
+        (stored["train_images"] // stored["recipe"]["batch_size"]) * stored["window"]["step"]["step_s"])
+    assert ratio <= gpu_window.STEP_OVERHEAD, "the planning ratio covers the stored window's epochs"
     with pytest.raises(ValueError, match="fewer than 2 epochs"):
         gpu_window.plan(recipe, 55, step_s, steps)
     assert gpu_window.peak_tflops("NVIDIA H100 80GB HBM3") == gpu_window.PEAK_BF16_TFLOPS["H100"]
