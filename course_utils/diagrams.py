@@ -263,15 +263,17 @@ def self_attention_flow(n: int = 5, d_model: int = 8, d_k: int = 4, d_v: int = 4
     the division by sqrt(d_k)).
     """
     _check_sizes(n=n, d_model=d_model, d_k=d_k, d_v=d_v)
-    fig, ax = _canvas(9.9, 4.85, "Self-attention: every token queries every token of the same sequence")
-    lanes = {"q": 3.7, "k": 2.5, "v": 1.3}   # one horizontal lane per projection
+    fig, ax = _canvas(9.9, 5.1, "Self-attention: every token queries every token of the same sequence")
+    lanes = {"q": 3.95, "k": 2.75, "v": 1.55}   # one horizontal lane per projection
     # X is one tall box: the same tokens feed all three maps.
     x = _box(ax, 0.65, lanes["k"], 0.95, 3.1, "X", _shape(n, d_model), color=SKY)
     roles = [("q", "Q", d_k, BLUE), ("k", "K", d_k, ORANGE), ("v", "V", d_v, GREEN)]
     made = {}
     for lane, name, width, color in roles:
         y = lanes[lane]
-        w = _box(ax, 2.0, y, 0.95, 0.62, f"$W_{lane}$", _shape(d_model, width), op=True)
+        # The matrix as the text writes it, rows are tokens: Q = X W_Q with W_Q of shape
+        # (d_model, d_k).  nn.Linear stores its transpose (out, in); the notes below say so.
+        w = _box(ax, 2.0, y, 0.95, 0.62, f"$W_{name}$", _shape(d_model, width), op=True)
         made[lane] = _box(ax, 3.3, y, 0.95, 0.62, name, _shape(n, width), color=color)
         _arrow(ax, (x.right[0], y), w.left)
         _arrow(ax, w.right, made[lane].left)
@@ -293,12 +295,14 @@ def self_attention_flow(n: int = 5, d_model: int = 8, d_k: int = 4, d_v: int = 4
     _arrow(ax, made["v"].right, matmul.left)
     _arrow(ax, matmul.right, out.left)
 
-    notes = (f"n = {n} tokens, d_model = {d_model}, d_k = {d_k}, d_v = {d_v}.  "
-             "Grey: operations (with their weight shapes); coloured: tensors.",
+    notes = (f"n = {n} tokens, d_model = {d_model}, d_k = {d_k}, d_v = {d_v}.  Coloured: tensors.  "
+             "Grey: operations, their matrices as in the text: Q = X W_Q.",
+             f"In code, W_q = nn.Linear({d_model}, {d_k}) stores the transpose, (out, in): "
+             f"W_q.weight = W_Qᵀ has shape {_shape(d_k, d_model)}, and W_v.weight {_shape(d_v, d_model)}.",
              f"Row i of the weights sums to 1: how much token i takes from each of the {n} value rows."
              + ("" if scaled else "  (Unscaled scores: chapter 3 divides them by √d_k.)"))
     for k, note in enumerate(notes):
-        ax.text(0.2, 0.5 - 0.24 * k, note, ha="left", va="center", fontsize=FS_SMALL, color=INK)
+        ax.text(0.2, 0.74 - 0.24 * k, note, ha="left", va="center", fontsize=FS_SMALL, color=INK)
     return fig
 
 
@@ -672,10 +676,11 @@ ALT: dict[str, str] = {
         "of shape (d_v,) is the sum of the 4 values v_1 to v_4, each multiplied by its weight."
     ),
     "self_attention_flow": (
-        "The input X of shape (n, d_model) goes through three linear maps W_q, W_k and W_v to give Q and K "
-        "of shape (n, d_k) and V of shape (n, d_v); the scores Q K-transpose divided by the square root of "
-        "d_k form an (n, n) matrix whose rows a softmax turns into weights, and weights times V gives the "
-        "output of shape (n, d_v)."
+        "The input X of shape (n, d_model) is multiplied by three matrices, W_Q and W_K of shape (d_model, d_k) "
+        "and W_V of shape (d_model, d_v) (nn.Linear stores each transposed, as (out, in)), to give Q and K of "
+        "shape (n, d_k) and V of shape (n, d_v); the scores Q K-transpose, divided by the square root of d_k "
+        "unless drawn unscaled, form an (n, n) matrix whose rows a softmax turns into weights, and weights "
+        "times V gives the output of shape (n, d_v)."
     ),
     "c2_calculation": (
         "The lab report's computation of one output, c_2: each input e_i gives a key k_i and a value v_i, the "

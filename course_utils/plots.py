@@ -17,11 +17,14 @@ def attention_heatmap(
     annotate: bool | None = None,
     ax: plt.Axes | None = None,
     cmap: str = "viridis",
+    vmax: float | None = None,
 ) -> plt.Axes:
     """Draw a ``(m, n)`` weight matrix: rows are queries, columns are keys.
 
     Values are annotated when the matrix is small (at most 12 x 12) unless
-    ``annotate`` says otherwise.  Returns the axes, so figures can be composed.
+    ``annotate`` says otherwise.  The colour scale runs from 0 to ``vmax`` (default: the largest
+    weight); panels meant to be compared pass one ``vmax`` (1 for attention weights), so one
+    colour means one weight in all of them.  Returns the axes, so figures can be composed.
     """
     w = torch.as_tensor(weights).detach().to("cpu", torch.float64)
     if w.dim() == 1:
@@ -34,7 +37,8 @@ def attention_heatmap(
             raise ValueError(f"attention_heatmap: {what} has {len(labels)} entries for {size} rows/columns")
     if ax is None:
         _, ax = plt.subplots(figsize=(max(3.0, 0.5 * n + 1.5), max(2.5, 0.5 * m + 1.0)))
-    image = ax.imshow(w.numpy(), cmap=cmap, vmin=0.0, vmax=max(1e-12, float(w.max())), aspect="auto")
+    top = float(w.max()) if vmax is None else float(vmax)
+    image = ax.imshow(w.numpy(), cmap=cmap, vmin=0.0, vmax=max(1e-12, top), aspect="auto")
     ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     ax.set_xlabel("key")
     ax.set_ylabel("query")

@@ -27,6 +27,8 @@ MASKED: dict[tuple[str, str], str] = {
     ("03_scaling", "e22f20be"): TIMING,               # time per call of the (n, n) attention, n = 64 .. 4096
     ("04_multi_head", "3111a310"): TRAINING,          # one head against two on the previous/next-token task
     ("04_multi_head", "toy-neighbour-weights"): TRAINING,  # what the trained heads attend to
+    ("04_multi_head", "toy-head-ablation"): TRAINING,  # the trained heads' losses, each head removed
+    ("04_multi_head", "toy-one-head-blend"): TRAINING,  # where one head's weaker output puts its probability
     ("05_positional_encoding", "2560e300"): TRAINING,  # the toy task without and with positions
     ("06_masking", "3bd0c020"): TRAINING,             # the live seq2seq training log
     ("06_masking", "kv-cache-live-timing"): TIMING,   # decoding with and without the KV cache, timed here

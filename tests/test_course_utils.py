@@ -165,6 +165,24 @@ def test_compare_rejects_in_place_changes_and_keeps_the_callers_tensor():
     assert torch.equal(x, before)
 
 
+def test_device_check_catches_a_detour_through_the_cpu_without_a_gpu():
+    """An answer that copies a step to the CPU (``.cpu()``) runs on a CPU, cannot run on ``meta`` at
+    all, and fails on a GPU; the check's simulated CUDA device fails it here, with the device named.
+    Correct answers, answers that read values, and CPU 0-dim tensors pass, as on a real GPU."""
+    x = torch.randn(3, 4)
+
+    def detour(t):
+        return (t.cpu() * torch.ones(4)).softmax(-1).to(t.device) + torch.zeros(4)  # new CPU tensor at the end
+
+    with pytest.raises(checks.CheckFailed, match="cuda device.*same device"):
+        checks.check_device_agnostic(detour, (x,), name="detour")
+    checks.check_device_agnostic(lambda t: t.softmax(-1) * torch.tensor(2.0) + torch.zeros_like(t), (x,))
+    checks.check_device_agnostic(lambda t: t[torch.arange(2)] * float(t.shape[0]), (x,))  # CPU indices are fine
+    checks.check_device_agnostic(lambda t: t * t.abs().max().item(), (x,))  # reads a value: not judged
+    # a module's parameters stay where the caller put them: compare_cuda=False checks meta only
+    checks.check_device_agnostic(lambda t: t + torch.ones(4, device="meta"), (x,), compare_cuda=False)
+
+
 def test_forbid_calls_sees_aliases_methods_and_copies():
     from torch import softmax as alias
 
@@ -313,3 +331,38 @@ def test_transplant_matches_layers_by_structure_and_keeps_the_learners_settings(
     wrong = Renamed(16, 4, 24)
     with pytest.raises(checks.CheckFailed, match=r"Renamed: its Linear layers differ .*\(24, 16, 'bias'\)"):
         checks.transplant(EncoderBlock(16, 4, 32), wrong, name="Renamed", hint="keep the given layers")
+
+
+def test_attention_backward_equals_autograd():
+    q, k, v = (torch.randn(2, 3, n, d, dtype=torch.float64) for n, d in ((4, 5), (6, 5), (6, 2)))
+    grad_out = torch.randn(2, 3, 4, 2, dtype=torch.float64)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    attention.scaled_dot_product_attention(*leaves)[0].backward(grad_out)
+    for mine, leaf in zip(attention.attention_backward(q, k, v, grad_out), leaves):
+        torch.testing.assert_close(mine, leaf.grad)
+
+
+def test_cached_attention_steps_are_the_rows_of_causal_attention():
+    from course_utils.references.masking import causal_mask
+
+    q, k, v = torch.randn(2, 7, 4), torch.randn(2, 7, 4), torch.randn(2, 7, 3)
+    cache, rows = None, []
+    for t in range(7):
+        out, cache = attention.cached_attention_step(q[:, t:t + 1], k[:, t:t + 1], v[:, t:t + 1], cache)
+        rows.append(out)
+    full = attention.scaled_dot_product_attention(q, k, v, causal_mask(7))[0]
+    torch.testing.assert_close(torch.cat(rows, dim=1), full)
+    assert cache[0].shape == (2, 7, 4) and cache[1].shape == (2, 7, 3)
+
+
+def test_choose_bandwidth_picks_the_validation_minimum_not_the_training_one():
+    g = torch.Generator().manual_seed(0)
+    x = 5 * torch.rand(60, generator=g, dtype=torch.float64)
+    y = torch.sin(2 * x) + 0.3 * torch.randn(60, generator=g, dtype=torch.float64)
+    sigmas = (0.01, 0.1, 0.3, 3.0)
+    best, val = attention.choose_bandwidth(x[:30], y[:30], x[30:], y[30:], sigmas)
+    _, train = attention.choose_bandwidth(x[:30], y[:30], x[:30], y[:30], sigmas)
+    assert best == sigmas[int(val.argmin())] and val.shape == (4,)
+    assert int(train.argmin()) == 0, "on its own training points the smallest bandwidth always wins"
+    pred = attention.nadaraya_watson(x[30:], x[:30], y[:30], best)
+    torch.testing.assert_close(((pred - y[30:]) ** 2).mean(), val[int(val.argmin())])

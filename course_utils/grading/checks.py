@@ -395,35 +395,71 @@ def _holds_module(fn: Callable) -> bool:
 
 def check_device_agnostic(fn: Callable, args: tuple = (), kwargs: dict | None = None, *, name: str = "function",
                           hint: str | None = None, compare_cuda: bool = True) -> None:
-    """``fn`` keeps its tensors on the input's device: run it on ``meta`` copies of the inputs
-    (and on CUDA when a GPU is present) and require every output tensor on that device.
+    """``fn`` keeps its tensors on the input's device: run it on ``meta`` copies of the inputs,
+    then on CUDA copies (a real GPU when there is one, else fake CUDA tensors, ``_simulated_cuda``;
+    ``compare_cuda=False`` skips this) and require every output tensor on that device.
 
-    The ``meta`` device has shapes but no data, so an answer that reads values (``.item()``,
+    ``meta`` and fake tensors have shapes but no data, so an answer that reads values (``.item()``,
     data-dependent indexing) cannot run there; that alone is not a mistake and is skipped.
     What fails is positive evidence of a fixed device: an output on another device, or a
     device-mismatch error inside the answer.
     """
     kwargs = kwargs or {}
-    targets = ["meta"] + (["cuda"] if compare_cuda and torch.cuda.is_available() else [])
-    for device in targets:
-        moved_args = _map_tensors(args, lambda t: t.to(device))
-        moved_kwargs = _map_tensors(kwargs, lambda t: t.to(device))
+    real_cuda = compare_cuda and torch.cuda.is_available()
+    targets = ["meta"] + (["cuda" if real_cuda else "simulated cuda"] if compare_cuda else [])
+    for target in targets:
+        device = "cuda" if target.endswith("cuda") else target
         try:
-            with warnings.catch_warnings(record=True):
-                out = fn(*moved_args, **moved_kwargs)
+            with _simulated_cuda() if target == "simulated cuda" else contextlib.nullcontext():
+                moved_args = _map_tensors(args, lambda t: _moved(t, target))
+                moved_kwargs = _map_tensors(kwargs, lambda t: _moved(t, target))
+                with warnings.catch_warnings(record=True):
+                    out = fn(*moved_args, **moved_kwargs)
+        except _NoSimulation:
+            continue
         except Exception as exc:  # noqa: BLE001 - we only judge device errors
             text = str(exc)
             if "device" in text and ("expected" in text.lower() or "same device" in text):
-                _fail(f"{name} on the {device} device", f"raised {type(exc).__name__}: {text.splitlines()[0]}",
-                      "a tensor inside your function was created on a fixed device (the CPU): create new "
-                      "tensors with device=x.device and dtype=x.dtype, or with torch.zeros_like(x) and friends")
+                _fail(f"{name} on the {target} device", f"raised {type(exc).__name__}: {text.splitlines()[0]}",
+                      "a tensor inside your function was created on a fixed device (the CPU), or moved there: "
+                      "create new tensors with device=x.device and dtype=x.dtype, or with torch.zeros_like(x) "
+                      "and friends, and keep every step on x's device")
             continue
         for where, t in _tensors(out):
             if t.device.type != device:
-                _fail(f"{name} on the {device} device",
+                _fail(f"{name} on the {target} device",
                       f"output{where} is on {t.device}, expected the input's device ({device})",
                       "create new tensors with device=x.device and dtype=x.dtype (or torch.*_like), "
                       "never on a fixed device")
+
+
+class _NoSimulation(Exception):
+    """This PyTorch cannot simulate a CUDA device (a build without CUDA): that check is skipped."""
+
+
+@contextlib.contextmanager
+def _simulated_cuda():
+    """PyTorch's fake tensors on the ``cuda`` device: shapes, dtypes and devices without data or a
+    GPU, with CUDA's device rules (a CPU tensor other than a 0-dim one meets a CUDA tensor: an
+    error).  It reaches what ``meta`` cannot: a step that moves data to the CPU (``.cpu()``) and
+    computes there, which a GPU grader would refuse and ``meta`` merely cannot run."""
+    try:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        mode = FakeTensorMode(allow_non_fake_inputs=True)  # the learner's own CPU constants become fake too
+        with mode:
+            torch.empty(1, device="cuda")
+    except Exception as exc:  # noqa: BLE001 - no CUDA in this build, or fake tensors changed
+        raise _NoSimulation(str(exc)) from exc
+    with mode:
+        yield
+
+
+def _moved(t: Tensor, target: str) -> Tensor:
+    """``t`` on ``target``: ``meta``, real ``cuda``, or a fake CUDA tensor (inside ``_simulated_cuda``)."""
+    if target == "simulated cuda":
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cuda").requires_grad_(t.requires_grad)
+    return t.to(target)
 
 
 def call(fn: Callable, *args: Any, name: str | None = None, hint: str | None = None, **kwargs: Any) -> Any:

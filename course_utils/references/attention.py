@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from .masking import check_mask, masked_softmax
 
-__all__ = ["softmax", "attention_pool", "attend", "additive_scores", "additive_attention", "self_attention",
+__all__ = ["attention_backward", "nadaraya_watson", "choose_bandwidth", "cached_attention_step", "softmax", "attention_pool", "attend", "additive_scores", "additive_attention", "self_attention",
            "SelfAttentionHead", "scaled_dot_product_attention", "chunked_attention", "topk_attention"]
 
 
@@ -259,6 +259,62 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     weights = masked_softmax(scores, mask, dim=-1)
     return weights @ v, weights
+
+
+def attention_backward(q: Tensor, k: Tensor, v: Tensor, grad_out: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The gradients of scaled dot-product attention (no mask), written out by hand.
+
+    With ``s = q k^T / sqrt(d_k)``, ``a = softmax(s)`` over the keys and ``out = a v``, and
+    ``grad_out = dL/d out`` ``(..., m, d_v)``: ``dL/dv = a^T grad_out``; ``dL/da = grad_out v^T``;
+    through the softmax's Jacobian ``diag(a) - a a^T`` (one per query row),
+    ``dL/ds = a * (dL/da - sum_j a_j dL/da_j)``; then ``dL/dq = dL/ds k / sqrt(d_k)`` and
+    ``dL/dk = (dL/ds)^T q / sqrt(d_k)``.  Returns ``(grad_q, grad_k, grad_v)`` with the shapes of
+    ``q (..., m, d_k)``, ``k (..., n, d_k)``, ``v (..., n, d_v)``.
+    """
+    check_qkv("attention_backward", q, k, v)
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    a = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=-1)  # (..., m, n)
+    grad_v = a.transpose(-2, -1) @ grad_out  # (..., n, d_v)
+    grad_a = grad_out @ v.transpose(-2, -1)  # (..., m, n)
+    grad_s = a * (grad_a - (grad_a * a).sum(dim=-1, keepdim=True))  # J^T grad_a, row by row
+    return grad_s @ k * scale, grad_s.transpose(-2, -1) @ q * scale, grad_v
+
+
+def cached_attention_step(q: Tensor, k: Tensor, v: Tensor, cache: tuple[Tensor, Tensor] | None = None
+                          ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    """One step of causal self-attention with a key-value cache (chapter 06).
+
+    ``q``, ``k`` ``(..., 1, d_k)`` and ``v`` ``(..., 1, d_v)`` are the newest position's; ``cache`` is
+    None at the first step, then the ``(keys (..., t, d_k), values (..., t, d_v))`` returned by the
+    step before.  Returns ``out (..., 1, d_v)``, the newest query's attention over all t + 1 keys
+    (its own included), and the cache with this position appended.  Fed positions 0 .. n-1 one at
+    a time, the outputs are the rows of causal self-attention over the whole sequence.
+    """
+    keys = k if cache is None else torch.cat([cache[0], k], dim=-2)
+    values = v if cache is None else torch.cat([cache[1], v], dim=-2)
+    out, _ = scaled_dot_product_attention(q, keys, values)
+    return out, (keys, values)
+
+
+def nadaraya_watson(x_query: Tensor, x_keys: Tensor, y_values: Tensor, sigma: float) -> Tensor:
+    """Kernel regression as attention (chapter 01): ``(m,)`` predictions at ``x_query (m,)`` from
+    ``(x_keys (n,), y_values (n,))``, each a softmax-weighted mean of ``y_values`` with scores
+    ``-(x_query_i - x_keys_j)^2 / (2 sigma^2)`` (a Gaussian kernel of bandwidth ``sigma``)."""
+    scores = -(x_query[:, None] - x_keys[None, :]) ** 2 / (2 * sigma ** 2)  # (m, n)
+    return torch.softmax(scores, dim=-1) @ y_values
+
+
+def choose_bandwidth(x_train: Tensor, y_train: Tensor, x_val: Tensor, y_val: Tensor,
+                     sigmas) -> tuple[float, Tensor]:
+    """The bandwidth with the lowest validation error (chapter 01).
+
+    For each ``sigma`` in ``sigmas``: predict ``y_val`` at ``x_val`` from the training pairs with
+    ``nadaraya_watson`` and take the mean squared error.  Returns ``(best_sigma, val_mse)``:
+    ``val_mse`` a float tensor ``(len(sigmas),)``, ``best_sigma`` the first sigma with the lowest.
+    """
+    val_mse = torch.stack([((nadaraya_watson(x_val, x_train, y_train, float(s)) - y_val) ** 2).mean()
+                           for s in sigmas])
+    return float(sigmas[int(val_mse.argmin())]), val_mse
 
 
 def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:

@@ -1,7 +1,8 @@
 """Chapter 04's toy task: two relations (previous token, next token) that two heads learn to split.
 
 ``prev_next_batch`` draws the data, ``ToyAttentionModel`` is one attention layer with a readout,
-``train_toy`` trains it with the trainer's optimisation step, ``toy_accuracy`` scores it.
+``train_toy`` trains it with the trainer's optimisation step, ``toy_accuracy`` and
+``toy_losses`` score it, one number per target.
 Chapter 05 reuses it to compare position encodings.
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ from torch import Tensor, nn
 from ..references.positional import LearnedPositionalEmbedding, sinusoidal_encoding
 from .trainer import Trainer
 
-__all__ = ["prev_next_batch", "ToyAttentionModel", "train_toy", "toy_accuracy"]
+__all__ = ["prev_next_batch", "ToyAttentionModel", "train_toy", "toy_accuracy", "toy_losses"]
 
 
 def prev_next_batch(batch_size: int, seq_len: int, vocab: int, *, generator: torch.Generator | None = None,
@@ -21,7 +22,8 @@ def prev_next_batch(batch_size: int, seq_len: int, vocab: int, *, generator: tor
 
     tokens ``(B, n)``; targets ``(B, n, 2)`` with ``targets[b, i] = (tokens[b, i-1], tokens[b, i+1])``,
     indices taken cyclically (position 0's previous token is the last one).  Solving it needs
-    two different relations between positions, one per target: a job for two heads.
+    two different relations between positions, one per target.  ``ToyAttentionModel`` with two
+    heads can give each relation a head; with one head, its output mixes both neighbours.
     """
     tokens = torch.randint(vocab, (batch_size, seq_len), generator=generator)
     targets = torch.stack([tokens.roll(1, dims=1), tokens.roll(-1, dims=1)], dim=-1)
@@ -82,6 +84,20 @@ def toy_accuracy(model: ToyAttentionModel, tokens: Tensor, targets: Tensor) -> T
     logits, _ = model(tokens)
     model.train(was_training)
     return (logits.argmax(-1) == targets).double().mean(dim=(0, 1))
+
+
+@torch.no_grad()
+def toy_losses(model: ToyAttentionModel, tokens: Tensor, targets: Tensor) -> Tensor:
+    """Mean cross-entropy per target in nats, ``(2,)`` in float64: previous token, next token.
+
+    Guessing uniformly among the ``vocab`` tokens scores ``ln(vocab)`` on each.
+    """
+    was_training = model.training
+    model.eval()
+    logits, _ = model(tokens)
+    model.train(was_training)
+    log_p = logits.double().log_softmax(dim=-1)
+    return -log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1).mean(dim=(0, 1))
 
 
 def train_toy(model: ToyAttentionModel, *, seq_len: int, steps: int, batch_size: int = 128, lr: float = 1e-2,

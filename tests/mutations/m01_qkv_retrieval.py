@@ -228,3 +228,55 @@ VARIANTS = [
              "    weights = softmax((hidden * w_v).sum(dim=-1), dim=-1)\n"
              "    return weights @ values, weights\n"),
 ]
+
+# choose_bandwidth: kernel regression as attention, its bandwidth chosen on validation data
+_BW_SCORES = "scores = -(x_val[:, None] - x_train[None, :]) ** 2 / (2 * sigma ** 2)  # (m, n)"
+_BW_ERROR = "errors.append(((prediction - y_val) ** 2).mean())"
+MUTATIONS += [
+    Mutation("choose_bandwidth", "bw-chosen-on-training-points", _BW_SCORES + "\n"
+             "        prediction = torch.softmax(scores, dim=-1) @ y_train  # (m,): attention pooling\n        " + _BW_ERROR,
+             "scores = -(x_train[:, None] - x_train[None, :]) ** 2 / (2 * sigma ** 2)  # training points predict themselves\n"
+             "        prediction = torch.softmax(scores, dim=-1) @ y_train\n"
+             "        errors.append(((prediction - y_train) ** 2).mean())"),
+    Mutation("choose_bandwidth", "bw-absolute-distance", _BW_SCORES,
+             "scores = -(x_val[:, None] - x_train[None, :]).abs() / (2 * sigma ** 2)"),
+    Mutation("choose_bandwidth", "bw-no-factor-2", _BW_SCORES,
+             "scores = -(x_val[:, None] - x_train[None, :]) ** 2 / sigma ** 2"),
+    Mutation("choose_bandwidth", "bw-sigma-not-squared", _BW_SCORES,
+             "scores = -(x_val[:, None] - x_train[None, :]) ** 2 / (2 * sigma)"),
+    Mutation("choose_bandwidth", "bw-softmax-over-validation-points",
+             "prediction = torch.softmax(scores, dim=-1) @ y_train", "prediction = torch.softmax(scores, dim=0) @ y_train"),
+    Mutation("choose_bandwidth", "bw-sum-of-squares", _BW_ERROR, "errors.append(((prediction - y_val) ** 2).sum())"),
+    Mutation("choose_bandwidth", "bw-root-mean-square", _BW_ERROR, "errors.append(((prediction - y_val) ** 2).mean().sqrt())"),
+    Mutation("choose_bandwidth", "bw-returns-the-index", "return sigmas[int(val_mse.argmin())], val_mse",
+             "return int(val_mse.argmin()), val_mse"),
+    Mutation("choose_bandwidth", "bw-largest-error", "return sigmas[int(val_mse.argmin())], val_mse",
+             "return sigmas[int(val_mse.argmax())], val_mse"),
+    Mutation("choose_bandwidth", "bw-last-of-a-tie", "return sigmas[int(val_mse.argmin())], val_mse",
+             "lowest = val_mse.min()\n    return [s for s, e in zip(sigmas, val_mse) if e == lowest][-1], val_mse"),
+]
+VARIANTS += [
+    Mutation("choose_bandwidth", "bw-loops-and-math", None, '''def choose_bandwidth(x_train, y_train, x_val, y_val, sigmas):
+    import math
+    errors = []
+    for sigma in sigmas:
+        total = 0.0
+        for xv, yv in zip(x_val.tolist(), y_val.tolist()):
+            logits = [-(xv - xt) ** 2 / (2 * sigma ** 2) for xt in x_train.tolist()]
+            top = max(logits)
+            w = [math.exp(l - top) for l in logits]
+            pred = sum(wi * yt for wi, yt in zip(w, y_train.tolist())) / sum(w)
+            total += (pred - yv) ** 2
+        errors.append(total / len(x_val))
+    best = min(range(len(sigmas)), key=lambda i: errors[i])  # min keeps the first of equal values
+    print("validation errors:", errors)
+    return sigmas[best], errors  # a list of floats
+'''),
+    Mutation("choose_bandwidth", "bw-cdist-float64-tensor-grid", None, '''def choose_bandwidth(x_train, y_train, x_val, y_val, sigmas):
+    grid = torch.as_tensor(sigmas, dtype=torch.float64, device=x_val.device)
+    d2 = torch.cdist(x_val.double()[:, None], x_train.double()[:, None]) ** 2  # (m, n)
+    w = torch.softmax(-d2[None] / (2 * grid[:, None, None] ** 2), dim=-1)  # (S, m, n)
+    mse = ((w @ y_train.double() - y_val.double()) ** 2).mean(dim=-1)  # (S,)
+    return grid[mse.argmin()], mse.to(y_val.dtype)
+'''),
+]

@@ -157,3 +157,43 @@ VARIANTS = [
              "        weights = scores.exp()\n"
              "        weights /= weights.sum(dim=-1, keepdim=True)  # in place on its own tensor: allowed"),
 ]
+
+# previous_token_head: a head wired by hand
+_WIRE_Q = "W_q[vocab + p, p - 1] = c  # position p asks for slot p - 1 ..."
+MUTATIONS += [
+    Mutation("previous_token_head", "wire-successor", _WIRE_Q, "W_q[vocab + p - 1, p] = c  # shifted the wrong way"),
+    Mutation("previous_token_head", "wire-not-sharp-enough", "c = 20.0", "c = 3.0"),
+    Mutation("previous_token_head", "wire-own-position", _WIRE_Q, "W_q[vocab + p, p] = c"),
+    Mutation("previous_token_head", "wire-reads-tokens", None, '''def previous_token_head(vocab, n):
+    W_q = torch.zeros(vocab + n, vocab)
+    W_k = torch.zeros(vocab + n, vocab)
+    for t in range(vocab):
+        W_q[t, (t - 1) % vocab] = 20.0  # token t asks for token t - 1: right only for 0, 1, 2, ...
+        W_k[t, t] = 1.0
+    return W_q, W_k
+'''),
+    Mutation("previous_token_head", "wire-one-map-for-both", "return W_q, W_k  # the token rows stay 0: the tokens play no part",
+             "return W_q, W_q  # one shared map"),
+    Mutation("previous_token_head", "wire-wrong-row-count", "W_q = torch.zeros(vocab + n, n, dtype=torch.float64)",
+             "W_q = torch.zeros(n, n, dtype=torch.float64)"),
+]
+
+VARIANTS += [
+    Mutation("previous_token_head", "wire-key-side-shift", None, '''def previous_token_head(vocab, n):
+    """The key carries the shift: key j offers slot j + 1, query i asks for slot i."""
+    import numpy as np
+    W_q = np.zeros((vocab + n, n + 1), dtype=np.float32)
+    W_k = np.zeros((vocab + n, n + 1), dtype=np.float32)
+    W_q[vocab:, :n] = 50 * np.eye(n)
+    W_k[vocab:, 1:] = np.eye(n)
+    print("d_k =", n + 1)
+    return torch.from_numpy(W_q), torch.from_numpy(W_k)
+'''),
+    Mutation("previous_token_head", "wire-shift-matrix-blocks", None, '''def previous_token_head(vocab, n):
+    shift = torch.diag(torch.ones(n - 1), diagonal=-1)  # row p has its 1 in column p - 1
+    W_q = torch.cat([torch.zeros(vocab, n), 30.0 * shift])
+    W_k = torch.cat([torch.zeros(vocab, n), torch.eye(n)])
+    return (W_q, W_k)
+'''),
+    Mutation("previous_token_head", "wire-huge-score", "c = 20.0", "c = 1e4  # exp underflows to exactly 0 for the rivals"),
+]

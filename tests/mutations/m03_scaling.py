@@ -116,6 +116,11 @@ MUTATIONS = [
              "top_k = min(top_k, scores.shape[-1])", "top_k = min(top_k + 1, scores.shape[-1])"),
     Mutation("topk_attention", "topk-unscaled",
              "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])", "scores = q @ k.transpose(-2, -1)"),
+    # the mask built on the CPU whatever the input's device (the indices copied there): right on a
+    # CPU, refused by a GPU; graders without a GPU catch it on simulated CUDA tensors
+    Mutation("topk_attention", "topk-mask-built-on-cpu",
+             "keep = torch.zeros_like(scores, dtype=torch.bool).scatter(-1, idx, True)",
+             "keep = torch.zeros(scores.shape, dtype=torch.bool).scatter(-1, idx.cpu(), True)"),
     # the smallest top_k scores instead of the largest
     Mutation("topk_attention", "topk-smallest",
              "idx = scores.topk(top_k, dim=-1).indices", "idx = scores.topk(top_k, dim=-1, largest=False).indices"),
@@ -244,4 +249,53 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     print("kept per query:", keep.sum(-1).flatten()[:3].tolist())
     return weights @ v, weights
 '''),
+]
+
+# attention_backward: the gradients by hand
+_GRAD_S = "grad_s = a * (grad_a - (grad_a * a).sum(dim=-1, keepdim=True))"
+_BACKWARD_BODY = """    scale = 1.0 / math.sqrt(q.shape[-1])
+    a = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=-1)  # (..., m, n)
+    grad_v = a.transpose(-2, -1) @ grad_out  # (..., n, d_v): out = a v
+    grad_a = grad_out @ v.transpose(-2, -1)  # (..., m, n)
+    # each row: (diag(a) - a a^T) grad_a = a * (grad_a - (a . grad_a))
+    grad_s = a * (grad_a - (grad_a * a).sum(dim=-1, keepdim=True))
+    grad_q = grad_s @ k * scale  # (..., m, d_k): s = q k^T / sqrt(d_k)
+    grad_k = grad_s.transpose(-2, -1) @ q * scale  # (..., n, d_k)
+    return grad_q, grad_k, grad_v"""
+
+MUTATIONS += [
+    Mutation("attention_backward", "backward-elementwise-softmax-derivative", _GRAD_S,
+             "grad_s = grad_a * a * (1 - a)  # the diagonal of the Jacobian only"),
+    Mutation("attention_backward", "backward-row-sum-over-queries", _GRAD_S,
+             "grad_s = a * (grad_a - (grad_a * a).sum(dim=-2, keepdim=True))"),
+    Mutation("attention_backward", "backward-no-scale",
+             "grad_q = grad_s @ k * scale  # (..., m, d_k): s = q k^T / sqrt(d_k)\n"
+             "    grad_k = grad_s.transpose(-2, -1) @ q * scale  # (..., n, d_k)",
+             "grad_q = grad_s @ k\n    grad_k = grad_s.transpose(-2, -1) @ q"),
+    Mutation("attention_backward", "backward-grad-k-from-k",
+             "grad_k = grad_s.transpose(-2, -1) @ q * scale", "grad_k = grad_s.transpose(-2, -1) @ k * scale"),
+    Mutation("attention_backward", "backward-grad-v-transposed",
+             "grad_v = a.transpose(-2, -1) @ grad_out", "grad_v = grad_out.transpose(-2, -1) @ a  # (d_v, n)"),
+    Mutation("attention_backward", "backward-through-autograd", _BACKWARD_BODY, """    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out = torch.softmax(leaves[0] @ leaves[1].transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ leaves[2]
+    return torch.autograd.grad(out, leaves, grad_out)"""),
+]
+
+VARIANTS += [
+    Mutation("attention_backward", "backward-explicit-jacobian", _GRAD_S,
+             "jac = torch.diag_embed(a) - a.unsqueeze(-1) * a.unsqueeze(-2)  # (..., m, n, n), symmetric\n"
+             "    grad_s = (jac @ grad_a.unsqueeze(-1)).squeeze(-1)"),
+    Mutation("attention_backward", "backward-einsum-float64-own-softmax", _BACKWARD_BODY, """    print("backward for", tuple(q.shape))
+    qd, kd, vd, gd = (t.double() for t in (q, k, v, grad_out))
+    s = torch.einsum("...md,...nd->...mn", qd, kd) / qd.shape[-1] ** 0.5
+    e = torch.exp(s - s.amax(dim=-1, keepdim=True))
+    a = e / e.sum(dim=-1, keepdim=True)
+    ga = torch.einsum("...me,...ne->...mn", gd, vd)
+    dot = torch.einsum("...mn,...mn->...m", ga, a).unsqueeze(-1)
+    gs = a * (ga - dot) / qd.shape[-1] ** 0.5
+    out = (torch.einsum("...mn,...nd->...md", gs, kd), torch.einsum("...mn,...md->...nd", gs, qd),
+           torch.einsum("...mn,...me->...ne", a, gd))
+    return tuple(t.to(q.dtype) for t in out)"""),
+    Mutation("attention_backward", "backward-list-then-tuple", "return grad_q, grad_k, grad_v",
+             "grads = [grad_q, grad_k, grad_v]\n    return tuple(grads)"),
 ]

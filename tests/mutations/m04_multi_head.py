@@ -174,3 +174,50 @@ VARIANTS = [
              "import warnings\n        print('attention weights', tuple(weights.shape))\n"
              "        warnings.warn('a warning from forward')\n        " + _RETURN),
 ]
+
+# head_ablation: remove one head's output before W_o
+_KEEP = "keep[head] = 0.0  # the ablated head passes nothing on; the others are not rescaled"
+_KEEP_LINE = "keep = torch.ones(H, 1, 1, dtype=context.dtype, device=context.device)"
+_ABL_RETURN = "return mha.w_o(merge_heads(context * keep)), weights"
+MUTATIONS += [
+    Mutation("head_ablation", "ablation-next-head", _KEEP, "keep[(head + 1) % H] = 0.0"),
+    Mutation("head_ablation", "ablation-keeps-only-that-head", _KEEP_LINE + "\n    " + _KEEP,
+             "keep = torch.zeros(H, 1, 1, dtype=context.dtype, device=context.device)\n    keep[head] = 1.0"),
+    Mutation("head_ablation", "ablation-rescales-the-others", _ABL_RETURN,
+             "return mha.w_o(merge_heads(context * keep * H / max(H - 1, 1))), weights  # as dropout would"),
+    Mutation("head_ablation", "ablation-after-the-output-projection", _ABL_RETURN,
+             "out = mha.w_o(merge_heads(context)).clone()\n    D = context.shape[-1]\n"
+             "    out[..., head * D:(head + 1) * D] = 0.0  # W_o mixes the heads: its output has no head slices\n"
+             "    return out, weights"),
+    Mutation("head_ablation", "ablation-zeroes-the-layers-weights", None, '''def head_ablation(mha, x, head):
+    D = mha.d_model // mha.num_heads
+    with torch.no_grad():
+        mha.w_o.weight[:, head * D:(head + 1) * D] = 0.0  # the caller's layer, changed for good
+    return mha(x, x, x)
+'''),
+    Mutation("head_ablation", "ablation-mask-on-the-cpu", _KEEP_LINE,
+             "keep = torch.ones(H, 1, 1, dtype=context.dtype)"),
+    Mutation("head_ablation", "ablation-unscaled-scores",
+             "weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)",
+             "weights = torch.softmax(q @ k.transpose(-2, -1), dim=-1)"),
+]
+VARIANTS += [
+    Mutation("head_ablation", "ablation-copy-of-the-layer", None, '''def head_ablation(mha, x, head):
+    import copy
+    ablated = copy.deepcopy(mha)
+    D = mha.w_o.in_features // mha.num_heads
+    with torch.no_grad():
+        ablated.w_o.weight[:, head * D:(head + 1) * D] = 0  # W_o's columns that read this head
+    return ablated(x, x, x)
+'''),
+    Mutation("head_ablation", "ablation-zero-weights-einsum", None, '''def head_ablation(mha, x, head):
+    q = split_heads(mha.w_q(x), mha.num_heads)
+    k = split_heads(mha.w_k(x), mha.num_heads)
+    v = split_heads(mha.w_v(x), mha.num_heads)
+    weights = torch.einsum("bhqd,bhkd->bhqk", q, k).div(q.shape[-1] ** 0.5).softmax(dim=-1)
+    heads = [torch.zeros_like(weights[:, h] @ v[:, h]) if h == head else weights[:, h] @ v[:, h]
+             for h in range(mha.num_heads)]
+    print("removed head", head)
+    return mha.w_o(torch.cat(heads, dim=-1)), weights
+'''),
+]

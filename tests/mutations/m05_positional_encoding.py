@@ -133,3 +133,82 @@ VARIANTS = [
     Mutation("LearnedPositionalEmbedding", "learned-expand-as", "return x + self.weight[:n]",
              "return torch.add(x, self.weight[:n].expand_as(x))"),
 ]
+
+# rotary_embedding (RoPE): the usual wrong turns, and correct answers written other ways
+_ROPE_PAIRS = "rotated = torch.stack([even * cos + odd * sin, odd * cos - even * sin], dim=-1)"
+_ROPE_DEFAULT = "positions = torch.arange(n, device=x.device)"
+_ROPE_BODY = """    n, d = x.shape[-2], x.shape[-1]
+    if positions is None:
+        positions = torch.arange(n, device=x.device)
+    two_i = torch.arange(0, d, 2, dtype=torch.float64, device=x.device)  # one per pair
+    p = positions.to(device=x.device, dtype=torch.float64)[:, None]  # (n, 1)
+    angle = p * base ** (-two_i / d)  # (n, d/2), in float64
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    rotated = torch.stack([even * cos + odd * sin, odd * cos - even * sin], dim=-1)
+    return rotated.flatten(-2)  # (..., n, d/2, 2) -> (..., n, d): pairs side by side again"""
+
+MUTATIONS += [
+    Mutation("rotary_embedding", "rope-roformer-direction", _ROPE_PAIRS,
+             "rotated = torch.stack([even * cos - odd * sin, odd * cos + even * sin], dim=-1)"),
+    Mutation("rotary_embedding", "rope-rotate-half", _ROPE_BODY, _ROPE_BODY.replace(
+        "even, odd = x[..., 0::2], x[..., 1::2]", "even, odd = x[..., : d // 2], x[..., d // 2:]").replace(
+        "rotated = torch.stack([even * cos + odd * sin, odd * cos - even * sin], dim=-1)\n"
+        "    return rotated.flatten(-2)  # (..., n, d/2, 2) -> (..., n, d): pairs side by side again",
+        "return torch.cat([even * cos + odd * sin, odd * cos - even * sin], dim=-1)")),
+    Mutation("rotary_embedding", "rope-exponent-i-over-d",
+             "two_i = torch.arange(0, d, 2, dtype=torch.float64, device=x.device)",
+             "two_i = torch.arange(0, d // 2, dtype=torch.float64, device=x.device)"),
+    Mutation("rotary_embedding", "rope-positions-from-1", _ROPE_DEFAULT,
+             "positions = torch.arange(1, n + 1, device=x.device)"),
+    Mutation("rotary_embedding", "rope-positions-ignored", "if positions is None:", "if True:"),
+    Mutation("rotary_embedding", "rope-sin-cos-swapped", _ROPE_PAIRS,
+             "rotated = torch.stack([even * sin + odd * cos, odd * sin - even * cos], dim=-1)"),
+    Mutation("rotary_embedding", "rope-angles-on-cpu", _ROPE_BODY, _ROPE_BODY.replace(
+        "torch.arange(n, device=x.device)", "torch.arange(n)").replace(
+        "dtype=torch.float64, device=x.device)  # one per pair", "dtype=torch.float64)  # one per pair").replace(
+        "positions.to(device=x.device, dtype=torch.float64)", "positions.to(dtype=torch.float64)").replace(
+        "angle.cos().to(x.dtype), angle.sin().to(x.dtype)", "angle.cos().float(), angle.sin().float()")),
+    Mutation("rotary_embedding", "rope-rotates-x-in-place", _ROPE_PAIRS + "\n    return rotated.flatten(-2)  # (..., n, d/2, 2) -> (..., n, d): pairs side by side again",
+             "x[..., 0::2], x[..., 1::2] = even * cos + odd * sin, odd * cos - even * sin\n    return x"),
+    Mutation("rotary_embedding", "rope-float32-angles-for-float64",
+             "p = positions.to(device=x.device, dtype=torch.float64)[:, None]  # (n, 1)\n"
+             "    angle = p * base ** (-two_i / d)  # (n, d/2), in float64",
+             "p = positions.to(device=x.device, dtype=torch.float32)[:, None]\n"
+             "    angle = p * base ** (-two_i.float() / d)  # float32 angles, whatever x's dtype"),
+]
+
+VARIANTS += [
+    Mutation("rotary_embedding", "rope-complex-numbers", _ROPE_BODY, """    n, d = x.shape[-2], x.shape[-1]
+    if positions is None:
+        positions = torch.arange(n, device=x.device)
+    freqs = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)
+    angle = torch.outer(positions.to(device=x.device, dtype=torch.float64), freqs)  # (n, d/2)
+    turn = torch.polar(torch.ones_like(angle), -angle)  # e^{-i angle}: (e + i o) e^{-i a}
+    pairs = torch.view_as_complex(x.double().reshape(*x.shape[:-1], d // 2, 2).contiguous())
+    return torch.view_as_real(pairs * turn).flatten(-2).to(x.dtype)"""),
+    Mutation("rotary_embedding", "rope-einsum-2x2-blocks", _ROPE_BODY, """    n, d = x.shape[-2], x.shape[-1]
+    pos = torch.arange(n, device=x.device) if positions is None else positions.to(x.device)
+    theta = pos.to(torch.float64)[:, None] * base ** (-torch.arange(0, d, 2, device=x.device).double() / d)
+    c, s = theta.cos(), theta.sin()
+    blocks = torch.stack([torch.stack([c, -s], -1), torch.stack([s, c], -1)], -2)  # (n, d/2, 2, 2)
+    xp = x.unflatten(-1, (d // 2, 2)).double()  # (..., n, d/2, 2): row vectors (e, o)
+    return torch.einsum("...npk,npkl->...npl", xp, blocks).flatten(-2).to(x.dtype)"""),
+    Mutation("rotary_embedding", "rope-row-by-row-offset-matrix", _ROPE_BODY, """    n, d = x.shape[-2], x.shape[-1]
+    if positions is None:
+        positions = torch.arange(n)
+    rows = [x[..., j, :] @ positional.offset_matrix(float(positions[j]), d, base, dtype=x.dtype, device=x.device)
+            for j in range(n)]  # M_p from section 5.4, one row at a time
+    return torch.stack(rows, dim=-2)"""),
+    Mutation("rotary_embedding", "rope-clone-then-assign", _ROPE_PAIRS + "\n    return rotated.flatten(-2)  # (..., n, d/2, 2) -> (..., n, d): pairs side by side again",
+             "out = x.clone()\n    out[..., 0::2] = even * cos + odd * sin\n    out[..., 1::2] = odd * cos - even * sin\n"
+             "    print('rotated', tuple(x.shape))\n    return out"),
+    Mutation("rotary_embedding", "rope-angles-in-x-dtype", _ROPE_BODY, """    import warnings
+    warnings.warn("angles in x's dtype")
+    n, d = x.shape[-2], x.shape[-1]
+    pos = torch.arange(n, device=x.device, dtype=x.dtype) if positions is None else positions.to(x.device, x.dtype)
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device, dtype=x.dtype) / d))
+    angle = pos[:, None] * inv_freq[None, :]
+    e, o = x[..., ::2], x[..., 1::2]
+    return torch.stack((e * angle.cos() + o * angle.sin(), o * angle.cos() - e * angle.sin()), -1).reshape(x.shape)"""),
+]

@@ -262,3 +262,52 @@ def beam_search(model, src, max_new_tokens, bos_id, eos_id, pad_id, beam_size=4)
     return ys.view(batch, k, -1)[:, 0]
 '''),
 ]
+
+# cached_attention_step: one decoding step with a key-value cache
+_STEP_SCORES = "scores = q @ keys.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., 1, t + 1)"
+_STEP_BODY = """    if cache is None:
+        keys, values = k, v
+    else:
+        keys = torch.cat([cache[0], k], dim=-2)  # (..., t + 1, d_k)
+        values = torch.cat([cache[1], v], dim=-2)  # (..., t + 1, d_v)
+    scores = q @ keys.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., 1, t + 1)
+    out = torch.softmax(scores, dim=-1) @ values
+    return out, (keys, values)"""
+
+MUTATIONS += [
+    Mutation("cached_attention_step", "cache-attends-before-appending", _STEP_BODY, """    if cache is None:
+        return v.clone(), (k, v)  # the first query sees only itself
+    scores = q @ cache[0].transpose(-2, -1) / math.sqrt(q.shape[-1])  # the past only: its own key is missing
+    out = torch.softmax(scores, dim=-1) @ cache[1]
+    return out, (torch.cat([cache[0], k], dim=-2), torch.cat([cache[1], v], dim=-2))"""),
+    Mutation("cached_attention_step", "cache-unscaled", _STEP_SCORES,
+             "scores = q @ keys.transpose(-2, -1)"),
+    Mutation("cached_attention_step", "cache-scaled-by-length", _STEP_SCORES,
+             "scores = q @ keys.transpose(-2, -1) / math.sqrt(keys.shape[-2])"),
+    Mutation("cached_attention_step", "cache-never-grows", "return out, (keys, values)",
+             "return out, cache if cache is not None else (keys, values)"),
+    Mutation("cached_attention_step", "cache-softmax-over-queries",
+             "out = torch.softmax(scores, dim=-1) @ values", "out = torch.softmax(scores, dim=-2) @ values"),
+    Mutation("cached_attention_step", "cache-only-last-key", _STEP_BODY, _STEP_BODY.replace(
+        "out = torch.softmax(scores, dim=-1) @ values", "out = torch.softmax(scores[..., -1:], dim=-1) @ values[..., -1:, :]")),
+    Mutation("cached_attention_step", "cache-scales-q-in-place", _STEP_SCORES,
+             "q /= math.sqrt(q.shape[-1])\n    scores = q @ keys.transpose(-2, -1)"),
+]
+
+VARIANTS += [
+    Mutation("cached_attention_step", "cache-dict-in-place-float64", _STEP_BODY, """    if cache is None:
+        cache = {"k": k[..., :0, :], "v": v[..., :0, :]}
+    cache["k"] = torch.cat((cache["k"], k), dim=-2)  # the same dict, updated: handed back by the caller
+    cache["v"] = torch.cat((cache["v"], v), dim=-2)
+    s = torch.einsum("...qd,...kd->...qk", q.double(), cache["k"].double()) / q.shape[-1] ** 0.5
+    w = torch.exp(s - s.max(dim=-1, keepdim=True).values)
+    w = w / w.sum(dim=-1, keepdim=True)
+    return (w @ cache["v"].double()).to(v.dtype), cache"""),
+    Mutation("cached_attention_step", "cache-list-of-steps", _STEP_BODY, """    steps = [] if cache is None else cache
+    steps.append((k, v))  # a list of every position's key and value
+    keys = torch.cat([kk for kk, _ in steps], dim=-2)
+    values = torch.cat([vv for _, vv in steps], dim=-2)
+    print("positions cached:", len(steps))
+    weights = torch.softmax((q / math.sqrt(q.shape[-1])) @ keys.transpose(-2, -1), dim=-1)
+    return weights @ values, steps"""),
+]
