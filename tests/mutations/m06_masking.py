@@ -264,15 +264,14 @@ def beam_search(model, src, max_new_tokens, bos_id, eos_id, pad_id, beam_size=4)
 ]
 
 # cached_attention_step: one decoding step with a key-value cache
-_STEP_SCORES = "scores = q @ keys.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., 1, t + 1)"
-_STEP_BODY = """    if cache is None:
-        keys, values = k, v
-    else:
-        keys = torch.cat([cache[0], k], dim=-2)  # (..., t + 1, d_k)
-        values = torch.cat([cache[1], v], dim=-2)  # (..., t + 1, d_v)
-    scores = q @ keys.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., 1, t + 1)
-    out = torch.softmax(scores, dim=-1) @ values
-    return out, (keys, values)"""
+_STEP_SCORES = "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., 1, t + 1)"
+_STEP_BODY = """    if cache is not None:  # the past positions' keys and values, then the newest
+        k = torch.cat([cache[0], k], dim=-2)  # (..., t + 1, d_k)
+        v = torch.cat([cache[1], v], dim=-2)  # (..., t + 1, d_v)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., 1, t + 1)
+    out = torch.softmax(scores, dim=-1) @ v
+    return out, (k, v)  # new tensors: the caller's k and v are untouched"""
+_STEP_RETURN = "return out, (k, v)  # new tensors: the caller's k and v are untouched"
 
 MUTATIONS += [
     Mutation("cached_attention_step", "cache-attends-before-appending", _STEP_BODY, """    if cache is None:
@@ -281,17 +280,17 @@ MUTATIONS += [
     out = torch.softmax(scores, dim=-1) @ cache[1]
     return out, (torch.cat([cache[0], k], dim=-2), torch.cat([cache[1], v], dim=-2))"""),
     Mutation("cached_attention_step", "cache-unscaled", _STEP_SCORES,
-             "scores = q @ keys.transpose(-2, -1)"),
+             "scores = q @ k.transpose(-2, -1)"),
     Mutation("cached_attention_step", "cache-scaled-by-length", _STEP_SCORES,
-             "scores = q @ keys.transpose(-2, -1) / math.sqrt(keys.shape[-2])"),
-    Mutation("cached_attention_step", "cache-never-grows", "return out, (keys, values)",
-             "return out, cache if cache is not None else (keys, values)"),
+             "scores = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-2])"),
+    Mutation("cached_attention_step", "cache-never-grows", _STEP_RETURN,
+             "return out, cache if cache is not None else (k, v)"),
     Mutation("cached_attention_step", "cache-softmax-over-queries",
-             "out = torch.softmax(scores, dim=-1) @ values", "out = torch.softmax(scores, dim=-2) @ values"),
-    Mutation("cached_attention_step", "cache-only-last-key", _STEP_BODY, _STEP_BODY.replace(
-        "out = torch.softmax(scores, dim=-1) @ values", "out = torch.softmax(scores[..., -1:], dim=-1) @ values[..., -1:, :]")),
+             "out = torch.softmax(scores, dim=-1) @ v", "out = torch.softmax(scores, dim=-2) @ v"),
+    Mutation("cached_attention_step", "cache-only-last-key",
+             "out = torch.softmax(scores, dim=-1) @ v", "out = torch.softmax(scores[..., -1:], dim=-1) @ v[..., -1:, :]"),
     Mutation("cached_attention_step", "cache-scales-q-in-place", _STEP_SCORES,
-             "q /= math.sqrt(q.shape[-1])\n    scores = q @ keys.transpose(-2, -1)"),
+             "q /= math.sqrt(q.shape[-1])\n    scores = q @ k.transpose(-2, -1)"),
 ]
 
 VARIANTS += [
