@@ -459,6 +459,7 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
         state = {k: ckpt[k] for k in state}
         log(f"resuming {recipe.name} from epoch {state['epoch']} ({ckpt_path})")
     mix = _mixer(recipe, num_classes, mix_gen)
+    smooth_only = _mixer(dataclasses.replace(recipe, mixup_alpha=0.0, cutmix_alpha=0.0), num_classes, mix_gen)
 
     if state["epoch"] == 0:
         log(f"{recipe.name}: {count_parameters(model) / 1e6:.2f}M parameters, {len(data.train_images)} training "
@@ -468,9 +469,9 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
     for epoch in range(state["epoch"], stop_at):
         start = time.perf_counter()
         loader.set_epoch(epoch)
-        mixing = epoch < recipe.mix_until * epochs  # after that only label smoothing
-        fit = trainer.train_epoch(loader, mix=mix if mixing else _mixer(dataclasses.replace(
-            recipe, mixup_alpha=0.0, cutmix_alpha=0.0), num_classes, mix_gen), desc=f"epoch {epoch + 1}/{epochs}", show=main_process)
+        mixing = epoch < recipe.mix_until * epochs  # after that, label smoothing only
+        fit = trainer.train_epoch(loader, mix=mix if mixing else smooth_only, desc=f"epoch {epoch + 1}/{epochs}",
+                                  show=main_process)
         state["epoch"] = epoch + 1
         if main_process:
             val = trainer.evaluate(val_loader)
