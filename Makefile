@@ -12,7 +12,7 @@ NBGRADER := cd autograde && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/nb
 
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help venv book serve test lab execute bench notebook-times train-laptop train-cpu train-cpu-float32 train-resnet train-gpu gpu-check gpu-window gpu-window-prep train-gpu-short sweep sweep-cpu release collect autograde feedback grades clean
+.PHONY: help venv book serve test lab execute bench notebook-times train-laptop train-cpu train-cpu-float32 train-resnet train-gpu gpu-check gpu-window gpu-window-prep train-gpu-short sweep sweep-cpu release class-edition collect autograde feedback grades clean
 
 help:
 	@echo "make book       build the book into _build/html (first run installs everything into $(VENV));"
@@ -34,6 +34,7 @@ help:
 	@echo "make notebook-times  every chapter in full mode, timed cell by cell (results/notebook_times.json)"
 	@echo "make sweep      chapter 08's runs at the mini and small-data budgets; writes results/ch08_*.json"
 	@echo "make sweep-cpu  chapter 08's ablation at chapter 07's budget (after train-cpu; one run per variant)"
+	@echo "make class-edition OUT=dir  the class edition (no answers) in dir, with its book; URL=... says where it will live"
 	@echo "make autograde ID=<id> / feedback ID=<id> / grades / collect ZIP=<zip> ID=<id>"
 
 # ---------------------------------------------------------------- environment
@@ -173,6 +174,11 @@ sweep-cpu: $(STAMP)
 release: $(STAMP)
 	$(PY) tools/setup_cell.py
 	for id in $(IDS); do ( $(NBGRADER) generate_assignment $$id --force ) || exit 1; done
+
+# The class edition (tools/class_edition.py): notebooks, a learner's package and the book, no answer.
+class-edition: $(STAMP)
+	@test -n "$(OUT)" || (echo "usage: make class-edition OUT=<folder> [URL=https://github.com/<owner>/<repo>]"; exit 2)
+	$(PY) tools/class_edition.py --out "$(OUT)" $(if $(URL),--url "$(URL)") --html
 
 # Canvas or Moodle zip -> autograde/submitted/<student>/<id>/ (course_utils/grading/collect.py)
 collect: $(STAMP)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import html
 import sys
 from pathlib import Path
 from urllib.parse import quote, urlencode
@@ -59,7 +60,9 @@ def course_links(cid: str, config: dict) -> str:
     if repo and hub:
         name = repo.split("/")[-1].removesuffix(".git")
         query = urlencode({"repo": repo, "branch": branch, "urlpath": f"lab/tree/{name}/{path}"}, quote_via=quote)
-        links.append(f"[Open on the JupyterHub]({hub}/hub/user-redirect/git-pull?{query})")
+        # Raw HTML, not a Markdown link: MyST escapes the query's "&" twice in a Markdown link's
+        # address (MyST-Parser issue 760), which breaks nbgitpuller's parameters.
+        links.append(f'<a href="{html.escape(f"{hub}/hub/user-redirect/git-pull?{query}")}">Open on the JupyterHub</a>')
     return (":::{admonition} Do the exercises\n:class: note\n" + " · ".join(links) + "\n\n"
             "These links give the **student version** of this chapter: the same text and code, with each "
             "graded exercise left for you to write (`raise NotImplementedError()`) and the hidden tests "

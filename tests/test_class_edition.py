@@ -1,0 +1,224 @@
+"""The class edition (tools/class_edition.py): built from the one source, it holds no answer, its
+package installs on its own, and its notebooks run there: with the release's stubs only the
+visible tests (and cells that call a stub) fail, with their messages; with the solutions pasted
+in, everything passes.  Its book's links point at its own files."""
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import nbformat
+import pytest
+
+from tools import class_edition
+
+ROOT = Path(__file__).resolve().parents[1]
+URL, HUB = "https://github.com/example-school/attention-class", "https://hub.example.edu"
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("class_edition")]
+
+
+@pytest.fixture(scope="module")
+def edition(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("edition") / "attention-class"
+    return class_edition.build(out, url=URL, hub=HUB, html=True, log=lambda *a: None)
+
+
+def test_it_holds_no_answer(edition):
+    assert class_edition.check(edition) == []
+    stand_ins = (edition / "course_utils" / "references" / "attention.py").read_text()
+    assert 'return replay("attention.attend", queries=queries, keys=keys, values=values)' in stand_ins
+    assert not (edition / "solutions").exists() and not (edition / "autograde").exists()
+    assert not (edition / "course_utils" / "grading" / "autograde.py").exists()
+
+
+def test_the_check_finds_what_would_give_answers_away(edition, tmp_path):
+    """The check is not vacuous: an answer renamed and reformatted, a marker, a stored output and a
+    solution's output on a book page are each found."""
+    leaky = tmp_path / "leaky"
+    shutil.copytree(edition, leaky)
+    (leaky / "course_utils" / "helpers.py").write_text(
+        "import torch\n\n\ndef lookup(a, b, c):\n"
+        "    '''Renamed and reformatted.'''\n"
+        "    check_qkv('attend', a, b, c)\n"
+        "    s = a @ b.transpose(-2, -1)\n"
+        "    w = softmax(s, dim=-1)\n"
+        "    return w @ c, w\n")
+    (leaky / "book" / "notes.md").write_text("### BEGIN HIDDEN TESTS\n")
+    nb_path = leaky / "notebooks" / "01_qkv_retrieval" / "01_qkv_retrieval.ipynb"
+    nb = nbformat.read(nb_path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code" and "course-setup" not in c.metadata.get("tags", [])]
+    code[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="hello\n")]
+    nbformat.write(nb, nb_path)
+    page_path = leaky / "book" / "chapters" / "01_qkv_retrieval.ipynb"
+    page, source = (nbformat.read(p, as_version=4) for p in
+                    (page_path, ROOT / "solutions" / "01_qkv_retrieval" / "01_qkv_retrieval.ipynb"))
+    shown = next(c for c in source.cells if c.cell_type == "code" and c.get("outputs")
+                 and c.metadata.get("nbgrader", {}).get("grade"))
+    target = next(c for c in page.cells if c.cell_type == "code")
+    target.outputs = shown.outputs
+    nbformat.write(page, page_path)
+    problems = "\n".join(class_edition.check(leaky))
+    assert "helpers.py:line 4: lookup is the course's answer to attend" in problems, problems
+    assert "notes.md: holds the nbgrader marker '### BEGIN HIDDEN TESTS'" in problems, problems
+    assert "01_qkv_retrieval.ipynb: cell" in problems and "carries stored outputs" in problems, problems
+    assert "shows an output a solution made" in problems, problems
+
+
+def _links(page: nbformat.NotebookNode) -> list[str]:
+    box = next(c.source for c in page.cells if c.cell_type == "markdown" and "Do the exercises" in c.source)
+    return (re.findall(r"\]\((https?://[^)]+)\)", box) + [html.unescape(u) for u in re.findall(r'href="([^"]+)"', box)]
+            + re.findall(r"<(\.\./\.\./[^>]+)>", box))
+
+
+def test_every_page_links_to_its_own_notebook(edition):
+    owner_repo = URL.removeprefix("https://github.com/")
+    for cid in class_edition.EDITION_CHAPTERS:
+        page = nbformat.read(edition / "book" / "chapters" / f"{cid}.ipynb", as_version=4)
+        links = _links(page)
+        target = f"notebooks/{cid}/{cid}.ipynb"
+        assert (edition / target).is_file()
+        download = [u for u in links if u.startswith("../../")]
+        assert download == [f"../../{target}"], links
+        assert (edition / "book" / "chapters" / download[0]).resolve() == (edition / target).resolve()
+        colab = [u for u in links if "colab.research.google.com" in u]
+        assert colab == [f"https://colab.research.google.com/github/{owner_repo}/blob/main/{target}"], links
+        hub = [u for u in links if u.startswith(HUB)]
+        assert len(hub) == 1, links
+        query = parse_qs(urlparse(hub[0]).query)
+        assert query["repo"] == [URL] and query["branch"] == ["main"], query
+        assert query["urlpath"] == [f"lab/tree/attention-class/{target}"], query
+        html = (edition / "_build" / "html" / "book" / "chapters" / f"{cid}.html").read_text()
+        download = re.findall(r'href="([^"]*/_downloads/[^"]*\.ipynb)"', html)
+        assert download, f"{cid}: the built page has no download link"
+        shipped = (edition / "_build" / "html" / "book" / "chapters" / download[0]).resolve()
+        assert shipped.read_bytes() == (edition / target).read_bytes(), f"{cid}: the download is not the edition's notebook"
+        assert colab[0] in html and hub[0].replace("&", "&amp;") in html, f"{cid}: the built page lacks a link"
+        assert "Show solution" not in html and "\u2713" not in html, f"{cid}: the built page shows a solution's work"
+    config = (edition / "_config.yml").read_text()
+    assert URL in config
+    for cid in class_edition.EDITION_CHAPTERS:  # the setup cell installs this edition's package
+        nb = nbformat.read(edition / "notebooks" / cid / f"{cid}.ipynb", as_version=4)
+        setup = next(c for c in nb.cells if "course-setup" in c.metadata.get("tags", []))
+        assert f"course-utils @ git+{URL}@main" in setup.source
+
+
+# ------------------------------------------------------------------------------- a fresh venv
+
+@pytest.fixture(scope="module")
+def learner_python(edition, tmp_path_factory) -> Path:
+    """A virtual environment outside the repository with the class edition's package installed
+    (not editable).  Third-party libraries come from this environment's site-packages, added as a
+    plain path: its .pth files (the reader's editable course_utils among them) are not read."""
+    where = tmp_path_factory.mktemp("learner")
+    venv = where / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    (site / "third_party.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    copy = where / "attention-class"
+    shutil.copytree(edition, copy)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--no-index", str(copy)], check=True, cwd=where)
+    shutil.rmtree(copy)  # nothing left to import from but the installed package
+    return python
+
+
+def test_the_package_installs_alone(learner_python):
+    probe = subprocess.run(
+        [str(learner_python), "-c",
+         "import importlib.util, course_utils, course_utils.references.attention as a\n"
+         "from course_utils.results import find_results_dir\n"
+         "print(course_utils.__file__); print(find_results_dir())\n"
+         "print(importlib.util.find_spec('course_utils.grading.autograde'))"],
+        check=True, capture_output=True, text=True, cwd=learner_python.parents[2]).stdout.splitlines()
+    assert "site-packages" in probe[0] and not probe[0].startswith(str(ROOT)), probe
+    assert probe[1].endswith("share/attention-course/results"), probe
+    assert probe[2] == "None", probe
+
+
+def _run(learner_python: Path, nb: nbformat.NotebookNode, cid: str, where: Path) -> nbformat.NotebookNode:
+    from nbclient import NotebookClient
+
+    kernels = where / "jupyter" / "kernels" / "learner"
+    kernels.mkdir(parents=True, exist_ok=True)
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [str(learner_python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "learner", "language": "python"}))
+    run_dir = where / cid
+    shutil.copytree(ROOT / "notebooks" / cid, run_dir, dirs_exist_ok=True)
+    saved = dict(os.environ)
+    os.environ.update(JUPYTER_PATH=str(where / "jupyter"), COURSE_FAST="1")
+    try:
+        NotebookClient(nb, timeout=600, kernel_name="learner", allow_errors=True,
+                       resources={"metadata": {"path": str(run_dir)}}).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return nb
+
+
+def _errors(nb) -> list[tuple[int, dict, str]]:
+    found = []
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if out.output_type == "error":
+                found.append((i, cell.metadata.get("nbgrader", {}), f"{out.ename}: {out.evalue}"))
+    return found
+
+
+@pytest.mark.parametrize("cid", class_edition.EDITION_CHAPTERS)
+def test_notebooks_run_in_the_learners_environment(cid, learner_python, edition, tmp_path):
+    # With the release's stubs: a visible test fails with its message; a cell that calls a stub
+    # fails with NotImplementedError; nothing else fails (no missing module, file or stored call).
+    stubs = _run(learner_python, nbformat.read(edition / "notebooks" / cid / f"{cid}.ipynb", as_version=4),
+                 cid, tmp_path / "stubs")
+    errors = _errors(stubs)
+    assert errors, f"{cid}: with the stubs, no visible test failed"
+    for index, grader, error in errors:
+        visible_test = grader.get("grade") and not grader.get("solution")
+        if visible_test:
+            assert error.startswith(("CheckFailed", "AssertionError", "NotImplementedError")) or \
+                _after_a_failure(stubs, index, error), (cid, index, error)
+        else:
+            assert error.startswith("NotImplementedError") or _after_a_failure(stubs, index, error), (
+                f"{cid}: cell {index} failed with the stubs in a way a learner cannot fix: {error}")
+    tests = [i for i, c in enumerate(stubs.cells) if c.cell_type == "code"
+             and c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")]
+    assert {i for i, *_ in errors} >= set(tests), f"{cid}: visible tests that passed on stubs: {set(tests) - {i for i, *_ in errors}}"
+    # With the solutions pasted in: every cell runs and every visible test passes.
+    solved = _run(learner_python, _pasted(edition, cid), cid, tmp_path / "solved")
+    assert _errors(solved) == [], f"{cid}: with the solutions pasted in: {_errors(solved)}"
+    passed = "".join(o.get("text", "") for c in solved.cells if c.cell_type == "code" for o in c.outputs)
+    assert passed.count("\u2713") >= len(tests), f"{cid}: fewer passed messages than visible tests"
+
+
+def _pasted(edition: Path, cid: str) -> nbformat.NotebookNode:
+    nb = nbformat.read(edition / "notebooks" / cid / f"{cid}.ipynb", as_version=4)
+    solved = class_edition.pasted_solutions(cid)
+    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in solved.cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            cell.source = answers[cell.metadata["nbgrader"]["grade_id"]]
+    return nb
+
+
+def _after_a_failure(nb, index: int, error: str) -> bool:
+    """The cell reads a name that an earlier cell, which failed (on a stub, or after one), binds:
+    a learner who fixes the stub fixes this too.  A missing module or file never counts."""
+    from course_utils.grading.markers import reads_and_binds
+
+    if error.startswith(("ModuleNotFoundError", "ImportError", "FileNotFoundError")):
+        return False
+    reads = reads_and_binds(nb.cells[index].source)[0]
+    failed = {i for i, *_ in _errors(nb) if i < index}
+    return any(reads & reads_and_binds(nb.cells[i].source)[1] for i in failed)
