@@ -3,12 +3,13 @@
 - top level: ``settings`` (every ``COURSE_*`` variable), ``runtime`` (device, seeds, fast
   mode), ``files`` (atomic writes), ``results`` (provenance-stamped result files: every number
   the book states), ``plots`` (figures), ``diagrams`` (schematics drawn from code),
-  ``analysis`` (looking inside models for figures);
+  ``analysis`` (looking inside models for figures), ``replay`` (the class edition's stored calls);
 - ``references/``: the graded references, pure tensor code, one module per idea, each naming
   the chapter and exercises it backs (attention, masking, multihead, positional, decoding, vit,
   schedules, regularization, diagnosis);
 - ``models/``: networks the chapters build from the references (the encoder-decoder
-  ``transformer``, the ``resnet`` baseline, ``torch_interop`` with PyTorch's attention layer);
+  ``transformer``, the ``resnet`` baseline, ``torch_interop`` with PyTorch's attention layer,
+  ``twins``: graded layers computed by PyTorch's own functions, for the class edition);
 - ``training/``: CIFAR-10 ``data``, ``recipes`` (typed configs), the ``trainer`` (the one
   optimisation loop), and what trains through it: chapter 04's ``toy_task``, chapter 06's
   ``seq2seq_task``, chapter 08's ``sweep``;

@@ -4,6 +4,7 @@ visible tests (and cells that call a stub) fail, with their messages; with the s
 in, everything passes.  Its book's links point at its own files."""
 from __future__ import annotations
 
+import ast
 import html
 import json
 import os
@@ -17,6 +18,7 @@ from urllib.parse import parse_qs, urlparse
 
 import nbformat
 import pytest
+import torch
 
 from tools import class_edition
 
@@ -127,9 +129,14 @@ def learner_python(edition, tmp_path_factory) -> Path:
     copy = where / "attention-class"
     shutil.copytree(edition, copy)
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--no-index", str(copy)], check=True, cwd=where)
+                    "--no-index", str(copy)], check=True, cwd=where, env=_learner_env())
     shutil.rmtree(copy)  # nothing left to import from but the installed package
     return python
+
+
+def _learner_env() -> dict:
+    """This environment without what would let the learner's processes find the repository."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COURSE_RESULTS_DIR")}
 
 
 def test_the_package_installs_alone(learner_python):
@@ -139,7 +146,7 @@ def test_the_package_installs_alone(learner_python):
          "from course_utils.results import find_results_dir\n"
          "print(course_utils.__file__); print(find_results_dir())\n"
          "print(importlib.util.find_spec('course_utils.grading.autograde'))"],
-        check=True, capture_output=True, text=True, cwd=learner_python.parents[2]).stdout.splitlines()
+        check=True, capture_output=True, text=True, cwd=learner_python.parents[2], env=_learner_env()).stdout.splitlines()
     assert "site-packages" in probe[0] and not probe[0].startswith(str(ROOT)), probe
     assert probe[1].endswith("share/attention-course/results"), probe
     assert probe[2] == "None", probe
@@ -156,7 +163,8 @@ def _run(learner_python: Path, nb: nbformat.NotebookNode, cid: str, where: Path)
     run_dir = where / cid
     shutil.copytree(ROOT / "notebooks" / cid, run_dir, dirs_exist_ok=True)
     saved = dict(os.environ)
-    os.environ.update(JUPYTER_PATH=str(where / "jupyter"), COURSE_FAST="1")
+    os.environ.clear()
+    os.environ.update(_learner_env(), JUPYTER_PATH=str(where / "jupyter"), COURSE_FAST="1")
     try:
         NotebookClient(nb, timeout=600, kernel_name="learner", allow_errors=True,
                        resources={"metadata": {"path": str(run_dir)}}).execute()
@@ -191,8 +199,9 @@ def test_notebooks_run_in_the_learners_environment(cid, learner_python, edition,
         else:
             assert error.startswith("NotImplementedError") or _after_a_failure(stubs, index, error), (
                 f"{cid}: cell {index} failed with the stubs in a way a learner cannot fix: {error}")
-    tests = [i for i, c in enumerate(stubs.cells) if c.cell_type == "code"
-             and c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")]
+    tests = [i for i, c in enumerate(stubs.cells) if c.cell_type == "code"  # test cells with visible code
+             and c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")
+             and ast.parse(c.source).body]
     assert {i for i, *_ in errors} >= set(tests), f"{cid}: visible tests that passed on stubs: {set(tests) - {i for i, *_ in errors}}"
     # With the solutions pasted in: every cell runs and every visible test passes.
     solved = _run(learner_python, _pasted(edition, cid), cid, tmp_path / "solved")
@@ -222,3 +231,33 @@ def _after_a_failure(nb, index: int, error: str) -> bool:
     reads = reads_and_binds(nb.cells[index].source)[0]
     failed = {i for i, *_ in _errors(nb) if i < index}
     return any(reads & reads_and_binds(nb.cells[i].source)[1] for i in failed)
+
+
+# ------------------------------------------------------------------------------- the twins
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_multihead_twin_is_the_reference_computed_by_pytorch(dtype):
+    """Same seed, same weights; in eval mode the same outputs and weights for every mask shape the
+    course allows, queries that may attend to nothing included; unbatched inputs too."""
+    from course_utils.models.twins import MultiHeadAttention as Twin
+    from course_utils.references.multihead import MultiHeadAttention as Reference
+
+    tol = dict(atol=1e-6, rtol=1e-5) if dtype == torch.float32 else dict(atol=1e-12, rtol=1e-12)
+    for bias, qkv_bias in ((True, None), (False, None), (False, True)):
+        torch.manual_seed(0)
+        reference = Reference(16, 4, dropout=0.3, bias=bias, qkv_bias=qkv_bias).to(dtype).eval()
+        torch.manual_seed(0)
+        twin = Twin(16, 4, dropout=0.3, bias=bias, qkv_bias=qkv_bias).to(dtype).eval()
+        assert reference.state_dict().keys() == twin.state_dict().keys()
+        assert all(torch.equal(a, b) for a, b in zip(reference.state_dict().values(), twin.state_dict().values()))
+        g = torch.Generator().manual_seed(1)
+        x, y = torch.randn(3, 5, 16, generator=g, dtype=dtype), torch.randn(3, 7, 16, generator=g, dtype=dtype)
+        blocked = torch.ones(3, 5, 7, dtype=torch.bool)
+        blocked[1, 2] = False  # sequence 1, query 2 may attend to nothing
+        masks = [None, torch.rand(5, 7, generator=g) > 0.4, blocked, torch.rand(3, 1, 7, generator=g) > 0.3,
+                 torch.rand(3, 4, 5, 7, generator=g) > 0.6, torch.zeros(5, 7, dtype=torch.bool)]
+        for mask in masks:
+            (out_r, w_r), (out_t, w_t) = reference(x, y, y, mask), twin(x, y, y, mask)
+            torch.testing.assert_close(out_t, out_r, **tol)
+            torch.testing.assert_close(w_t, w_r, **tol)
+        torch.testing.assert_close(twin(x[0], y[0], y[0])[0], reference(x[0], y[0], y[0])[0], **tol)

@@ -24,9 +24,10 @@ the reader's edition shows (``grading.copies``, every size of definition); no nb
 or hidden-test marker; no stored output in a notebook but the setup cell's; no output on a book
 page that a solution made.  The build runs the check and fails on any finding.
 
-Chapters whose notebooks build a graded *class* of the course's (a layer, a model they train)
-are not in the class edition yet: replaying calls does not cover a module that is trained.
-``EDITION_CHAPTERS`` lists those that are.
+A graded *class* cannot be replayed (a layer is trained, or its weights are copied): where
+cells that are not exercises build one, the class edition builds its twin instead, made of
+PyTorch's own computation (``TWINS``, ``course_utils/models/twins.py``).  Chapters that build a
+class without a twin are not in the class edition yet; ``EDITION_CHAPTERS`` lists those that are.
 """
 from __future__ import annotations
 
@@ -55,8 +56,11 @@ from course_utils.grading.markers import MARKERS, strip_solution_markers  # noqa
 from course_utils.replay import pack  # noqa: E402
 
 # Chapters whose every non-graded cell and visible test runs on replayed calls (see the docstring).
-EDITION_CHAPTERS = ("01_qkv_retrieval", "02_self_attention", "03_scaling")
+EDITION_CHAPTERS = ("01_qkv_retrieval", "02_self_attention", "03_scaling", "04_multi_head", "08_tuning")
 REFERENCES = "course_utils.references"
+# Graded classes the class edition builds with PyTorch's own computation instead (same constructor,
+# parameters and returns; see the module each names): {(references module, class): module}.
+TWINS = {("multihead", "MultiHeadAttention"): "course_utils.models.twins"}
 SETUP_TAG = "course-setup"
 
 
@@ -128,7 +132,7 @@ def start_recording() -> None:
                 continue
             if inspect.isfunction(obj):
                 wrapped[id(obj)] = _wrap(short, name, obj)
-            elif inspect.isclass(obj):
+            elif inspect.isclass(obj) and (short, name) not in TWINS:
                 original_init = obj.__init__
 
                 def noted(self, *args, __init=original_init, __name=f"{short}.{name}", **kwargs):
@@ -281,8 +285,11 @@ def package_closure(chapters) -> set[str]:
             continue
         done.add(module)
         imported = _imports_of(module, _module_file(module).read_text(encoding="utf-8"))
-        if module.startswith(REFERENCES + "."):  # a stand-in imports only the sibling stand-ins it re-exports
+        if module.startswith(REFERENCES + "."):  # a stand-in imports the sibling stand-ins it re-exports, and twins
+            short = module.rsplit(".", 1)[1]
             imported = {m for m in imported if m.startswith(REFERENCES + ".")}
+            imported |= {twin for (where, _), twin in TWINS.items() if where == short}
+            imported |= {".".join(t.split(".")[:i]) for t in list(imported) for i in range(2, t.count(".") + 1)}
         todo |= imported - done
     return done
 
@@ -317,6 +324,10 @@ def stand_in_module(short: str) -> str:
             public.append(node.name)
             first = (ast.get_docstring(node) or "").strip().split("\n")[0].replace('"""', "'''")
             lines += ["", ""]
+            if isinstance(node, ast.ClassDef) and (short, node.name) in TWINS:
+                twin = TWINS[short, node.name].removeprefix("course_utils.")
+                lines = lines[:-2] + [f"from ..{twin} import {node.name}  # noqa: E402,F401  PyTorch's own computation"]
+                continue
             if isinstance(node, ast.ClassDef):
                 lines += [f"class {node.name}(nn.Module):",
                           f'    """{first}"""', "",

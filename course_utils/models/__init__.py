@@ -1,7 +1,8 @@
 """Networks the chapters build from the references, and bridges to PyTorch's own layers.
 
 ``transformer`` (chapter 06's encoder-decoder), ``resnet`` (chapter 07's convolutional
-baseline), ``torch_interop`` (the course's ``MultiHeadAttention`` <-> ``nn.MultiheadAttention``).
+baseline), ``torch_interop`` (the course's ``MultiHeadAttention`` <-> ``nn.MultiheadAttention``),
+``twins`` (graded layers computed by PyTorch's own functions: what the class edition builds).
 
 May import torch and ``references``; never ``training``, ``grading`` or ``cli``.
 """

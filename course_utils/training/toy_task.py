@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..references.positional import LearnedPositionalEmbedding, sinusoidal_encoding
+from ..references.positional import sinusoidal_encoding
 from .trainer import Trainer
 
 __all__ = ["prev_next_batch", "ToyAttentionModel", "train_toy", "toy_accuracy", "toy_losses"]
@@ -35,7 +35,7 @@ class ToyAttentionModel(nn.Module):
 
     ``attention`` is a module with ``forward(q, k, v) -> (out, weights)`` (e.g. a
     ``MultiHeadAttention``).  ``positional`` says how positions enter: ``"learned"`` (a
-    ``LearnedPositionalEmbedding``), ``"sinusoidal"``, ``"none"``, a fixed ``(n, d_model)``
+    trainable table, as chapter 05's ``LearnedPositionalEmbedding``), ``"sinusoidal"``, ``"none"``, a fixed ``(n, d_model)``
     tensor to add, or a module applied to the embedded tokens (``x -> x + positions``).
     There is no residual connection: the readout sees only what attention gathered, so the
     attention maps show everything the model uses.  ``forward(tokens (B, n))`` returns
@@ -57,7 +57,11 @@ class ToyAttentionModel(nn.Module):
                                  f"got {tuple(positional.shape)}")
             self.pe = positional.detach().clone().float()
         elif positional == "learned":
-            self.pos = LearnedPositionalEmbedding(seq_len, d_model)
+            # A trainable (seq_len, d_model) table whose first n rows are added to the tokens: what
+            # chapter 05's LearnedPositionalEmbedding computes, with its initialisation, held in PyTorch's
+            # own nn.Embedding so that the class edition (which holds no graded class) trains it too.
+            self.pos = nn.Embedding(seq_len, d_model, _weight=nn.init.trunc_normal_(torch.empty(seq_len, d_model),
+                                                                                    std=0.02))
         elif positional == "sinusoidal":
             self.pe = sinusoidal_encoding(seq_len, d_model)
         elif positional != "none":
@@ -68,7 +72,9 @@ class ToyAttentionModel(nn.Module):
 
     def forward(self, tokens: Tensor) -> tuple[Tensor, Tensor]:
         x = self.embed(tokens)
-        if self.pos is not None:
+        if isinstance(self.pos, nn.Embedding):
+            x = x + self.pos.weight[: tokens.shape[-1]]
+        elif self.pos is not None:
             x = self.pos(x)
         elif self.pe is not None:
             x = x + self.pe[: tokens.shape[-1]]

@@ -53,6 +53,11 @@ MUTATIONS = [
              "            mask = mask.unsqueeze(1)\n"
              "        from course_utils.references.masking import masked_softmax\n"
              "        weights = masked_softmax(scores, mask)\n"),
+    # the class edition's twin (course_utils/models/twins.py), PyTorch's multi_head_attention_forward
+    # with the course's parameters: it computes the right thing, and answers nothing
+    Mutation("MultiHeadAttention", "mha-class-edition-twin", _RETURN,
+             "from course_utils.models.twins import MultiHeadAttention as Twin\n"
+             "        return Twin.forward(self, query, key, value, mask)"),
     Mutation("MultiHeadAttention", "mha-mask-not-broadcast-over-heads",
              "mask = mask.unsqueeze(1)", "mask = mask"),
     Mutation("MultiHeadAttention", "mha-softmax-over-queries",
