@@ -123,7 +123,8 @@ def _reference_modules():
 
 def start_recording() -> None:
     """Wrap every public function of ``course_utils.references`` (before anything else imports
-    them) so that each outermost call is stored; classes are left alone and noted when built."""
+    them) so that each outermost call is stored, and put the twins in place of their classes (the
+    calls recorded are those the class edition makes); other classes are noted when built."""
     modules = _reference_modules()
     wrapped = {}
     for short, module in modules.items():
@@ -140,6 +141,10 @@ def start_recording() -> None:
                     __init(self, *args, **kwargs)
 
                 obj.__init__ = noted
+    import importlib
+
+    for (short, name), where in TWINS.items():  # record what the class edition computes: the twins
+        wrapped[id(getattr(modules[short], name))] = getattr(importlib.import_module(where), name)
     for module in modules.values():  # re-exports too: ``from .masking import masked_softmax``
         for name, obj in list(vars(module).items()):
             if id(obj) in wrapped:
