@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import functools
 import hashlib
 import inspect
 import json
@@ -56,7 +57,8 @@ from course_utils.grading.markers import MARKERS, strip_solution_markers  # noqa
 from course_utils.replay import pack  # noqa: E402
 
 # Chapters whose every non-graded cell and visible test runs on replayed calls (see the docstring).
-EDITION_CHAPTERS = ("01_qkv_retrieval", "02_self_attention", "03_scaling", "04_multi_head", "08_tuning")
+EDITION_CHAPTERS = ("01_qkv_retrieval", "02_self_attention", "03_scaling", "04_multi_head",
+                    "05_positional_encoding", "08_tuning")
 REFERENCES = "course_utils.references"
 # Graded classes the class edition builds with PyTorch's own computation instead (same constructor,
 # parameters and returns; see the module each names): {(references module, class): module}.
@@ -124,7 +126,7 @@ def _reference_modules():
 def start_recording() -> None:
     """Wrap every public function of ``course_utils.references`` (before anything else imports
     them) so that each outermost call is stored, and put the twins in place of their classes (the
-    calls recorded are those the class edition makes); other classes are noted when built."""
+    calls recorded are those the class edition makes); a class it does not hold is noted when built."""
     modules = _reference_modules()
     wrapped = {}
     for short, module in modules.items():
@@ -133,7 +135,7 @@ def start_recording() -> None:
                 continue
             if inspect.isfunction(obj):
                 wrapped[id(obj)] = _wrap(short, name, obj)
-            elif inspect.isclass(obj) and (short, name) not in TWINS:
+            elif inspect.isclass(obj) and name in stand_in_module(short)[2]:  # a class the edition lacks
                 original_init = obj.__init__
 
                 def noted(self, *args, __init=original_init, __name=f"{short}.{name}", **kwargs):
@@ -299,18 +301,40 @@ def package_closure(chapters) -> set[str]:
     return done
 
 
-def stand_in_module(short: str) -> str:
-    """The class edition's ``course_utils/references/<short>.py``: every public function a stand-in
-    with the original's signature that replays stored calls; classes say they are not here."""
+@functools.lru_cache(maxsize=None)
+def graded_names() -> frozenset[str]:
+    """Every graded function's and class's name, over all chapters."""
+    return frozenset(name for path in (ROOT / "solutions").glob("*/*.ipynb")
+                     for name in copies.graded_names(nbformat.read(path, as_version=4)))
+
+
+def stand_in_module(short: str) -> tuple[str, set[str], set[str]]:
+    """The class edition's ``course_utils/references/<short>.py``, the names in it that replay, and
+    the classes it does not hold.
+
+    A graded class becomes its twin (``TWINS``) or a class that says it is not here; a graded
+    function, and any other definition that uses another of the module's definitions, a stand-in
+    with the original's signature that replays stored calls; a definition that is not graded and
+    needs nothing of the module's is kept as it is (it answers no exercise, and ``check`` proves it).
+    """
     path = ROOT / "course_utils" / "references" / f"{short}.py"
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source)
     doc = (ast.get_docstring(tree) or "").split("\n\n")[0]
     lines = [f'"""{doc}', "",
-             "Class edition: the course's functions here replay the calls this course's notebooks make",
-             "(course_utils/replay.py); the reader's edition holds their source.", '"""',
-             "from __future__ import annotations", "", "import torch  # noqa: F401  (defaults name dtypes)",
+             "Class edition: the course's graded functions here replay the calls this course's notebooks",
+             "make (course_utils/replay.py); the reader's edition holds their source.", '"""',
+             "from __future__ import annotations", "", "import math  # noqa: F401",
+             "", "import torch  # noqa: F401", "import torch.nn.functional as F  # noqa: F401",
              "from torch import Tensor, nn  # noqa: F401", "", "from ..replay import replay", ""]
-    public = []
+    own: set[str] = set()  # what a kept definition may not use: the module's other names
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            own.add(node.name)
+        elif isinstance(node, ast.ImportFrom) and node.level == 1:
+            own |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.Assign):
+            own |= {t.id for t in node.targets if isinstance(t, ast.Name)}
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
             names = [a for a in node.names if not a.name.startswith("_")]
@@ -322,25 +346,47 @@ def stand_in_module(short: str) -> str:
             except ValueError:
                 continue
             lines.append(ast.unparse(node))
+            own -= {t.id for t in node.targets}
         elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
             lines.append(ast.unparse(node))
+    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    uses_of = {name: {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - {name} for name, node in defs.items()}
+    # what a graded definition uses of the module is part of its answer: never kept as source
+    part_of_answer, todo = set(), [name for name in defs if name in graded_names()]
+    while todo:
+        for used in uses_of[todo.pop()] & set(defs):
+            if used not in part_of_answer:
+                part_of_answer.add(used)
+                todo.append(used)
+    # kept as source: not graded, not part of an answer, and using only what is kept too
+    keep = {name for name in defs if name not in graded_names() | part_of_answer}
+    while True:
+        dropped = {name for name in keep if uses_of[name] & own - keep}
+        if not dropped:
+            break
+        keep -= dropped
+    replayed: set[str] = set()
+    missing: set[str] = set()
     for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
-            public.append(node.name)
-            first = (ast.get_docstring(node) or "").strip().split("\n")[0].replace('"""', "'''")
-            lines += ["", ""]
-            if isinstance(node, ast.ClassDef) and (short, node.name) in TWINS:
-                twin = TWINS[short, node.name].removeprefix("course_utils.")
-                lines = lines[:-2] + [f"from ..{twin} import {node.name}  # noqa: E402,F401  PyTorch's own computation"]
-                continue
-            if isinstance(node, ast.ClassDef):
-                lines += [f"class {node.name}(nn.Module):",
-                          f'    """{first}"""', "",
-                          "    def __init__(self, *args, **kwargs):",
-                          "        raise NotImplementedError(",
-                          f"            \"the class edition does not hold the course's {node.name}: use your own, \"",
-                          "            \"or the reader's edition (see Setting up)\")"]
-                continue
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name.startswith("_") and node.name in keep:
+            lines += ["", "", ast.get_source_segment(source, node)]
+        if not isinstance(node, (ast.FunctionDef, ast.ClassDef)) or node.name.startswith("_"):
+            continue
+        first = (ast.get_docstring(node) or "").strip().split("\n")[0].replace('"""', "'''")
+        if isinstance(node, ast.ClassDef) and (short, node.name) in TWINS:
+            twin = TWINS[short, node.name].removeprefix("course_utils.")
+            lines += [f"from ..{twin} import {node.name}  # noqa: E402,F401  PyTorch's own computation"]
+        elif node.name in keep:
+            lines += ["", "", ast.get_source_segment(source, node)]
+        elif isinstance(node, ast.ClassDef):
+            missing.add(node.name)
+            lines += ["", "", f"class {node.name}(nn.Module):",
+                      f'    """{first}"""', "",
+                      "    def __init__(self, *args, **kwargs):",
+                      "        raise NotImplementedError(",
+                      f"            \"the class edition does not hold the course's {node.name}: use your own, \"",
+                      "            \"or the reader's edition (see Setting up)\")"]
+        else:
             args = copy.deepcopy(node.args)
             if args.vararg:
                 raise SystemExit(f"{short}.{node.name}: *args cannot be replayed by name")
@@ -349,8 +395,9 @@ def stand_in_module(short: str) -> str:
             names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
             call = ", ".join([f'"{short}.{node.name}"'] + [f"{n}={n}" for n in names]
                              + ([f"**{args.kwarg.arg}"] if args.kwarg else []))
-            lines += [f"def {node.name}({ast.unparse(args)}):", f'    """{first}"""', f"    return replay({call})"]
-    return "\n".join(lines) + "\n"
+            lines += ["", "", f"def {node.name}({ast.unparse(args)}):", f'    """{first}"""', f"    return replay({call})"]
+            replayed.add(node.name)
+    return "\n".join(lines) + "\n", replayed, missing
 
 
 PYPROJECT = '''\
@@ -384,7 +431,10 @@ def write_package(out: Path, chapters, calls: dict) -> list[str]:
         target = out / source.relative_to(ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)
         if module.startswith(REFERENCES + "."):
-            target.write_text(stand_in_module(module.rsplit(".", 1)[1]), encoding="utf-8")
+            short = module.rsplit(".", 1)[1]
+            text, replayed, _ = stand_in_module(short)
+            target.write_text(text, encoding="utf-8")
+            calls = {**calls, short: {n: c for n, c in calls.get(short, {}).items() if n in replayed}}
         elif module == REFERENCES:
             target.write_text('"""The course\'s references, as stand-ins that replay stored calls (class edition)."""\n')
         else:
@@ -394,7 +444,8 @@ def write_package(out: Path, chapters, calls: dict) -> list[str]:
     fixtures = out / "course_utils" / "fixtures"
     fixtures.mkdir(parents=True, exist_ok=True)
     for module, functions in sorted(calls.items()):
-        torch.save(functions, fixtures / f"{module}.pt")
+        if functions:
+            torch.save(functions, fixtures / f"{module}.pt")
     project = _toml_dependencies()
     (out / "pyproject.toml").write_text(PYPROJECT.format(**project), encoding="utf-8")
     (out / "results").mkdir(exist_ok=True)
