@@ -29,8 +29,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("class_edition")]
 
 @pytest.fixture(scope="module")
 def edition(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("edition") / "attention-class"
-    return class_edition.build(out, url=URL, hub=HUB, html=True, log=lambda *a: None)
+    """One build per test run: pytest-xdist workers share it (a file lock), and a worker that tears
+    the module down between two batches of tests finds it again."""
+    import filelock
+
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root  # the workers' common folder
+    out, done = root / "class-edition" / "attention-class", root / "class-edition" / "built"
+    with filelock.FileLock(str(root / "class-edition.lock")):
+        if not done.is_file():
+            class_edition.build(out, url=URL, hub=HUB, html=True, log=lambda *a: None)
+            done.write_text("built\n")
+    return out
 
 
 def test_it_holds_no_answer(edition):

@@ -130,12 +130,13 @@ def start_recording() -> None:
     modules = _reference_modules()
     wrapped = {}
     for short, module in modules.items():
+        _, replayed, missing = stand_in_module(short)
         for name, obj in list(vars(module).items()):
             if name.startswith("_") or getattr(obj, "__module__", None) != module.__name__:
                 continue
-            if inspect.isfunction(obj):
+            if inspect.isfunction(obj) and name in replayed:  # what the class edition keeps as source runs
                 wrapped[id(obj)] = _wrap(short, name, obj)
-            elif inspect.isclass(obj) and name in stand_in_module(short)[2]:  # a class the edition lacks
+            elif inspect.isclass(obj) and name in missing:  # a class the edition lacks
                 original_init = obj.__init__
 
                 def noted(self, *args, __init=original_init, __name=f"{short}.{name}", **kwargs):
