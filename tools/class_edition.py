@@ -39,7 +39,6 @@ import hashlib
 import inspect
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -525,38 +524,17 @@ Chapters in this edition: {chapters}.
 
 def all_answers() -> dict[str, set[str]]:
     """{graded name: fingerprints} of every chapter's answers (solutions and references), at any size."""
-    previous = copies.MIN_NODES
-    copies.MIN_NODES = 1
-    try:
-        answers: dict[str, set[str]] = {}
-        for path in sorted((ROOT / "solutions").glob("*/*.ipynb")):
-            for name, fps in copies.course_answers(nbformat.read(path, as_version=4),
-                                                   ROOT / "course_utils" / "references").items():
-                answers.setdefault(name, set()).update(fps)
-        return answers
-    finally:
-        copies.MIN_NODES = previous
-
-
-_FENCE = re.compile(r"^(```|~~~)\s*\{?(?:code-cell|code)?\}?\s*(?:python|ipython3?)?\s*$(.*?)^\1", re.M | re.S)
+    answers: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "solutions").glob("*/*.ipynb")):
+        for name, fps in copies.course_answers(nbformat.read(path, as_version=4), ROOT / "course_utils" / "references",
+                                               min_nodes=1).items():
+            answers.setdefault(name, set()).update(fps)
+    return answers
 
 
 def check(out: Path) -> list[str]:
     """Every way ``out`` could give away an answer (empty when it gives none)."""
-    problems = []
-    previous = copies.MIN_NODES
-    copies.MIN_NODES = 1
-    try:
-        answers = all_answers()
-        problems += copies.answers_in(out, answers)
-        wanted = {fp: name for name, fps in answers.items() for fp in fps}
-        for path in sorted(out.rglob("*.md")):
-            for block in _FENCE.finditer(path.read_text(encoding="utf-8", errors="replace")):
-                for name, node in copies.definitions(block.group(2)).items():
-                    if copies.fingerprint(node) in wanted:
-                        problems.append(f"{path.relative_to(out)}: {name} is the course's answer to {wanted[copies.fingerprint(node)]}")
-    finally:
-        copies.MIN_NODES = previous
+    problems = copies.answers_in(out, all_answers(), min_nodes=1)
     for path in sorted(p for p in out.rglob("*") if p.is_file()):
         if path.suffix in {".py", ".ipynb", ".md", ".txt", ".yml", ".toml", ".json", ".cfg", ".html", ".js"}:
             text = path.read_text(encoding="utf-8", errors="replace")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import re
 from pathlib import Path
 
 # Smaller definitions are never compared: chapter 01's three-line softmax is what most learners
@@ -85,9 +86,11 @@ class _Canonical(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
-def fingerprint(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str | None:
-    """The definition ``node`` up to names and formatting (None when it is too small to tell)."""
-    if sum(1 for _ in ast.walk(node)) < MIN_NODES:
+def fingerprint(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, min_nodes: int = MIN_NODES
+                ) -> str | None:
+    """The definition ``node`` up to names and formatting (None when it has fewer than ``min_nodes``
+    syntax nodes: too small to tell)."""
+    if sum(1 for _ in ast.walk(node)) < min_nodes:
         return None
     canonical = _Canonical()
     # The definition's own name is kept: the graded name is the same in every answer anyway.
@@ -124,7 +127,8 @@ def graded_names(source_notebook) -> dict[str, str]:
     return out
 
 
-def course_answers(source_notebook, references: Path | None = None) -> dict[str, set[str]]:
+def course_answers(source_notebook, references: Path | None = None, min_nodes: int = MIN_NODES
+                   ) -> dict[str, set[str]]:
     """{graded name: fingerprints of the course's answers}: the source notebook's answer (what
     the reader's edition shows) and the definition of the same name in ``references`` (the
     folder of ``course_utils.references``; default: this package's own)."""
@@ -140,7 +144,7 @@ def course_answers(source_notebook, references: Path | None = None) -> dict[str,
     sources += [p.read_text(encoding="utf-8") for p in sorted(references.glob("*.py"))]
     for source in sources:
         for name, node in definitions(source).items():
-            if name in found and (fp := fingerprint(node)) is not None:
+            if name in found and (fp := fingerprint(node, min_nodes)) is not None:
                 found[name].add(fp)
     return {name: fps for name, fps in found.items() if fps}
 
@@ -157,26 +161,32 @@ def copied_answers(submission, answers: dict[str, set[str]], exercises: dict[str
     return flags
 
 
-def answers_in(folder: Path, answers: dict[str, set[str]]) -> list[str]:
-    """Where the files under ``folder`` (Python files and notebooks' code cells) define one of
-    the course's ``answers``, under any name: ``"path:line: name is the course's answer to X"``.
-    The class edition must give none."""
+_FENCE = re.compile(r"^(```|~~~)[ \t]*\{?(?:code-cell|code)?\}?[ \t]*(?:python|ipython3?)?[ \t]*$(.*?)^\1",
+                    re.M | re.S)
+
+
+def answers_in(folder: Path, answers: dict[str, set[str]], min_nodes: int = MIN_NODES) -> list[str]:
+    """Where the files under ``folder`` (Python files, notebooks' code cells, Markdown code blocks)
+    define one of the course's ``answers`` (fingerprints made with the same ``min_nodes``), under
+    any name: ``"path:line: name is the course's answer to X"``.  The class edition must give none."""
     import nbformat
 
     wanted = {fp: name for name, fps in answers.items() for fp in fps}
     found = []
     for path in sorted(Path(folder).rglob("*")):
         if path.suffix == ".py":
-            sources = [(0, path.read_text(encoding="utf-8", errors="replace"))]
+            sources = [("", path.read_text(encoding="utf-8", errors="replace"))]
         elif path.suffix == ".ipynb":
             nb = nbformat.read(path, as_version=4)
-            sources = [(i, c.source) for i, c in enumerate(nb.cells, 1) if c.cell_type == "code"]
+            sources = [(f"cell {i}, ", c.source) for i, c in enumerate(nb.cells, 1) if c.cell_type == "code"]
+        elif path.suffix == ".md":
+            sources = [(f"code block {i}, ", m.group(2)) for i, m in
+                       enumerate(_FENCE.finditer(path.read_text(encoding="utf-8", errors="replace")), 1)]
         else:
             continue
-        for cell, source in sources:
+        for place, source in sources:
             for name, node in definitions(source).items():
-                if (fp := fingerprint(node)) in wanted:
-                    where = f"cell {cell}, line {node.lineno}" if cell else f"line {node.lineno}"
-                    found.append(f"{path.relative_to(folder)}:{where}: {name} is the course's answer to "
+                if (fp := fingerprint(node, min_nodes)) in wanted:
+                    found.append(f"{path.relative_to(folder)}:{place}line {node.lineno}: {name} is the course's answer to "
                                  f"{wanted[fp]}")
     return found
