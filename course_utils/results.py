@@ -224,6 +224,15 @@ def write_result(name: str, data: dict[str, Any], *, dataset: str, split: str | 
     return path
 
 
+def commit_label(provenance: dict[str, Any]) -> str:
+    """A result's commit for a printed line: 12 hex digits, and the ``+uncommitted-changes`` mark
+    when the run's code differed from that commit (cutting the string would hide the mark)."""
+    commit = str(provenance.get("git_commit") or "unknown")
+    head, plus, rest = commit.partition("+")
+    short = head[:12] if all(c in "0123456789abcdef" for c in head) else head
+    return short + plus + rest
+
+
 def read_result(name: str, *, directory: Path | None = None) -> dict[str, Any]:
     """Load ``results/<name>.json``; a missing file raises an error that says how to make it."""
     path = Path(directory or RESULTS_DIR) / f"{name}.json"

@@ -24,7 +24,8 @@ from tools import class_edition
 
 ROOT = Path(__file__).resolve().parents[1]
 URL, HUB = "https://github.com/example-school/attention-class", "https://hub.example.edu"
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("class_edition")]
+# the first test builds the edition: every chapter run twice (fast and full mode) with the recorder on
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("class_edition"), pytest.mark.timeout(3000)]
 
 
 @pytest.fixture(scope="module")
@@ -271,3 +272,67 @@ def test_the_multihead_twin_is_the_reference_computed_by_pytorch(dtype):
             torch.testing.assert_close(out_t, out_r, **tol)
             torch.testing.assert_close(w_t, w_r, **tol)
         torch.testing.assert_close(twin(x[0], y[0], y[0])[0], reference(x[0], y[0], y[0])[0], **tol)
+
+
+@pytest.mark.parametrize("config", [dict(img_size=16, patch_size=4, num_classes=10, dim=24, depth=2, num_heads=3,
+                                         mlp_dim=48, dropout=0.2),
+                                    dict(img_size=32, patch_size=4, num_classes=10, dim=32, depth=1, num_heads=4,
+                                         mlp_dim=64, dropout=0.1, stem_channels=(16,), qkv_bias=False)])
+def test_the_vit_twins_are_the_reference_computed_by_torchvision(config):
+    """Same seed, same parameters under the same names; in eval mode the same logits and attention
+    maps; in train mode, under one seed, the same dropout masks as the course's readable path (the
+    one a learner's block takes); gradients reach every parameter."""
+    from course_utils.grading import checks
+    from course_utils.models import twins
+    from course_utils.references import vit
+
+    torch.manual_seed(0)
+    reference = vit.ViT(**config)
+    torch.manual_seed(0)
+    twin = twins.ViT(**config)
+    assert list(reference.state_dict()) == list(twin.state_dict())
+    assert all(torch.equal(a, b) for a, b in zip(reference.state_dict().values(), twin.state_dict().values()))
+    with torch.no_grad():  # the course's head starts at zero: give it something to say
+        reference.head.weight.normal_()
+        twin.head.weight.copy_(reference.head.weight)
+    images = torch.randn(3, 3, config["img_size"], config["img_size"], generator=torch.Generator().manual_seed(1))
+    reference.eval(), twin.eval()
+    torch.testing.assert_close(twin(images), reference(images), atol=1e-5, rtol=1e-5)
+    for a, b in zip(twin.attention_maps(images), reference.attention_maps(images)):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+    class Readable(vit.EncoderBlock):  # the course's block drawing its masks as chapter 4's layer does
+        def forward(self, x):
+            return vit.EncoderBlock.forward(self, x, return_weights=True)[0]
+
+    for block in reference.blocks:
+        block.__class__ = Readable
+    reference, twin = reference.double().train(), twin.double().train()
+    torch.testing.assert_close(checks.seeded(twin, images.double()), checks.seeded(reference, images.double()),
+                               atol=1e-12, rtol=1e-12)
+    twin.float()(images).sum().backward()
+    assert all(p.grad is not None for p in twin.parameters())
+
+
+def test_the_encoder_block_twin_drops_out_as_a_learners_block_does():
+    """A learner's block in the class edition uses the MultiHeadAttention twin; under one seed the
+    EncoderBlock twin (the visible test's reference there) drops the same entries."""
+    from course_utils.grading import checks
+    from course_utils.models import twins
+    from torch import nn
+
+    class Learners(twins.EncoderBlock):
+        def forward(self, x):
+            h = self.norm1(x)
+            x = x + self.drop1(self.attn(h, h, h)[0])
+            return x + self.mlp(self.norm2(x))
+
+    torch.manual_seed(0)
+    twin = twins.EncoderBlock(16, 4, 32, dropout=0.2).double()
+    learners = Learners(16, 4, 32, dropout=0.2).double()
+    learners.load_state_dict(twin.state_dict())
+    assert isinstance(learners.attn, twins.MultiHeadAttention) and not isinstance(learners, nn.TransformerEncoderLayer)
+    x = torch.randn(2, 5, 16, dtype=torch.float64)
+    torch.testing.assert_close(checks.seeded(lambda t: twin(t, return_weights=True)[0], x),
+                               checks.seeded(learners, x), atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(checks.seeded(twin, x), checks.seeded(learners, x), atol=1e-12, rtol=1e-12)

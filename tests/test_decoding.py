@@ -202,3 +202,20 @@ def test_kv_cache_benchmark_smoke(tmp_path):
         low, high = r["cached_over_uncached_range"]
         assert low <= high
         assert r["uncached_ms_range"][0] <= r["uncached_ms"] <= r["uncached_ms_range"][1]
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.01, 0.02])
+def test_greedy_exact_match_from_one_pass_equals_step_by_step_greedy_decoding(noise):
+    """Training reads greedy decoding's accuracy off one teacher-forced pass: the same hits as
+    decoding, on the trained model and on copies of it made worse by noise (some hits, some misses)."""
+    model = seq2seq_task.load_trained_model()
+    with torch.no_grad():
+        g = torch.Generator().manual_seed(3)
+        for p in model.parameters():
+            p.add_(noise * torch.randn(p.shape, generator=g))
+    data = seq2seq_task.make_heldout(200, seq2seq_task.TaskConfig(), seed=17)
+    decoded = seq2seq_task.evaluate(model, data, "greedy").hits
+    one_pass = seq2seq_task.greedy_exact_match(model, data, batch_size=80)
+    assert torch.equal(one_pass, decoded)
+    if noise:
+        assert 0 < int(decoded.sum()) < len(decoded), "the noise should leave some hits and some misses"

@@ -57,11 +57,14 @@ from course_utils.replay import pack  # noqa: E402
 
 # Chapters whose every non-graded cell and visible test runs on replayed calls (see the docstring).
 EDITION_CHAPTERS = ("01_qkv_retrieval", "02_self_attention", "03_scaling", "04_multi_head",
-                    "05_positional_encoding", "08_tuning")
+                    "05_positional_encoding", "06_masking", "07_vit_cifar10", "08_tuning")
 REFERENCES = "course_utils.references"
 # Graded classes the class edition builds with PyTorch's own computation instead (same constructor,
 # parameters and returns; see the module each names): {(references module, class): module}.
-TWINS = {("multihead", "MultiHeadAttention"): "course_utils.models.twins"}
+TWINS = {("multihead", "MultiHeadAttention"): "course_utils.models.twins",
+         ("vit", "PatchEmbedding"): "course_utils.models.twins",
+         ("vit", "EncoderBlock"): "course_utils.models.twins",
+         ("vit", "ViT"): "course_utils.models.twins"}
 SETUP_TAG = "course-setup"
 
 
@@ -223,8 +226,23 @@ def record(chapters, work: Path, *, modes=("1", "0"), timeout: int = 1800) -> tu
                     bucket = merged.setdefault(module, {}).setdefault(name, {})
                     for call in calls:
                         bucket.setdefault(_fingerprint_call(call), call)
-    return ({m: {n: list(c.values()) for n, c in fs.items()} for m, fs in merged.items()},
-            sorted(set(unsupported)))
+    calls = {m: {n: list(c.values()) for n, c in fs.items()} for m, fs in merged.items()}
+    return _share_models(calls), sorted(set(unsupported))
+
+
+def _share_models(value, seen: dict | None = None):
+    """``value`` with every stored model (``replay.pack`` of an nn.Module) that equals an earlier one
+    replaced by that one: a decoder given the same trained model in many calls stores it once
+    (``torch.save`` writes an object it meets again as a reference)."""
+    seen = {} if seen is None else seen
+    if isinstance(value, dict) and "__module__" in value:
+        key = f"{value['__module__']} {value['training']} " + _fingerprint_call({"arguments": value["state"]})
+        return seen.setdefault(key, value)
+    if isinstance(value, dict):
+        return {k: _share_models(v, seen) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_share_models(v, seen) for v in value]
+    return value
 
 
 def pasted_solutions(cid: str) -> nbformat.NotebookNode:
@@ -351,8 +369,9 @@ def stand_in_module(short: str) -> tuple[str, set[str], set[str]]:
             lines.append(ast.unparse(node))
     defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     uses_of = {name: {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - {name} for name, node in defs.items()}
-    # what a graded definition uses of the module is part of its answer: never kept as source
-    part_of_answer, todo = set(), [name for name in defs if name in graded_names()]
+    # what a graded definition uses of the module is part of its answer: never kept as source (a
+    # twin is PyTorch's computation: what the course's class uses is not needed by it)
+    part_of_answer, todo = set(), [name for name in defs if name in graded_names() and (short, name) not in TWINS]
     while todo:
         for used in uses_of[todo.pop()] & set(defs):
             if used not in part_of_answer:
@@ -375,7 +394,7 @@ def stand_in_module(short: str) -> tuple[str, set[str], set[str]]:
         first = (ast.get_docstring(node) or "").strip().split("\n")[0].replace('"""', "'''")
         if isinstance(node, ast.ClassDef) and (short, node.name) in TWINS:
             twin = TWINS[short, node.name].removeprefix("course_utils.")
-            lines += [f"from ..{twin} import {node.name}  # noqa: E402,F401  PyTorch's own computation"]
+            lines += ["", "", f"from ..{twin} import {node.name}  # noqa: E402,F401  PyTorch's own computation"]
         elif node.name in keep:
             lines += ["", "", ast.get_source_segment(source, node)]
         elif isinstance(node, ast.ClassDef):

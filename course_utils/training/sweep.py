@@ -110,7 +110,10 @@ LADDER: list[tuple[str, str, dict]] = [
 LEVERS: list[tuple[str, str, dict]] = [
     ("lr_half", "learning rate / 2", {"lr": Scale(0.5)}),
     ("lr_x2", "learning rate x 2", {"lr": Scale(2)}),
-    ("noam", "the Transformer paper's Noam schedule instead of warmup + cosine", {"schedule": "noam"}),
+    # the paper's shape (linear warmup, then 1/sqrt(step)); its peak is rescaled to the recipe's lr,
+    # since the paper's d_model^-0.5 * warmup^-0.5 belongs to its model and batch, not to this one
+    ("noam", "Noam's shape (warmup, then 1/sqrt(step)) at the recipe's peak lr, instead of warmup + cosine",
+     {"schedule": "noam"}),
     ("mixup_cutmix", "+ MixUp (alpha 0.8) / CutMix (alpha 1.0)", {"mixup_alpha": 0.8, "cutmix_alpha": 1.0}),
     ("dropout", "dropout 0.1 in attention and MLP", {"model_kwargs": {"dropout": 0.1}}),
     ("trivial_augment", "+ TrivialAugment", {"policy": "trivial"}),
@@ -177,6 +180,12 @@ def load_budget_data(budget: Budget, seed: int = 0) -> cdata.Split:
         return split
     idx = torch.randperm(len(split.train_images), generator=torch.Generator().manual_seed(seed))[:budget.train_images]
     return dataclasses.replace(split, train_images=split.train_images[idx], train_labels=split.train_labels[idx])
+
+
+def describe(name: str, stored: str) -> str:
+    """What a rung, lever or method step changes, in today's words (a stored run keeps the words of
+    the day it ran; the overrides behind a name do not change)."""
+    return next((about for n, about, _ in LADDER + LEVERS + METHOD if n == name), stored)
 
 
 def _run_record(summary: dict, about: str, part: str) -> dict:

@@ -264,3 +264,13 @@ VARIANTS = [
     return t.view(b, -1, p * p * c)
 '''),
 ]
+
+# The class edition's twins (course_utils/models/twins.py): the course's modules computed by
+# torchvision's ViT.  Imported into an answer cell they compute the right thing, and answer nothing.
+MUTATIONS += [
+    Mutation("PatchEmbedding", "patch-embedding-class-edition-twin", None,
+             "from course_utils.models.twins import PatchEmbedding\n"),
+    Mutation("EncoderBlock", "encoder-class-edition-twin", None,
+             "from course_utils.models.twins import EncoderBlock\n"),
+    Mutation("ViT", "vit-class-edition-twin", None, "from course_utils.models.twins import ViT\n"),
+]
