@@ -202,6 +202,23 @@ def test_forbid_calls_sees_aliases_methods_and_copies():
         (torch.randn(3).exp() / 2).sum()  # allowed operations pass
 
 
+def test_forbid_calls_sees_aten_operators_however_they_are_reached():
+    ops = ("torch.ops.aten._softmax", "torch.ops.aten._log_softmax")
+    reached = {
+        "the operator itself": lambda x: torch.ops.aten._softmax(x, -1, False),
+        "an overload of it": lambda x: torch.ops.aten._log_softmax.default(x, -1, False).exp(),
+        "a public function over it": lambda x: torch.special.log_softmax(x, -1).exp(),
+        "a module over it": lambda x: torch.nn.Softmax(dim=-1)(x),
+    }
+    for label, fn in reached.items():
+        with pytest.raises(checks.CheckFailed, match="torch.ops.aten._(log_)?softmax"):
+            with checks.forbid_calls(*ops, what=label):
+                fn(torch.randn(2, 3))
+    with checks.forbid_calls(*ops):  # a softmax of one's own reaches other operators only
+        x = torch.randn(2, 3, dtype=torch.float64)
+        torch.exp(x - x.logsumexp(-1, keepdim=True))
+
+
 def test_forbid_calls_catches_fused_attention_inside_modules():
     mha = torch.nn.MultiheadAttention(4, 2, batch_first=True)
     x = torch.randn(1, 3, 4)

@@ -26,8 +26,9 @@ page that a solution made.  The build runs the check and fails on any finding.
 
 A graded *class* cannot be replayed (a layer is trained, or its weights are copied): where
 cells that are not exercises build one, the class edition builds its twin instead, made of
-PyTorch's own computation (``TWINS``, ``course_utils/models/twins.py``).  Chapters that build a
-class without a twin are not in the class edition yet; ``EDITION_CHAPTERS`` lists those that are.
+PyTorch's own computation (``TWINS``, ``course_utils/models/twins.py``): chapter 04's multi-head
+attention and chapter 07's ViT and its parts.  A graded class without a twin cannot be built in
+the class edition; ``EDITION_CHAPTERS`` lists the chapters it holds (all of them).
 """
 from __future__ import annotations
 

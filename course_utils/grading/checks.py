@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 from torch import Tensor
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = [
     "CheckFailed",
@@ -568,6 +569,22 @@ class _Watch(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+class _DispatchWatch(TorchDispatchMode):
+    """Sees the ATen operators every tensor operation reaches, however it was called (``torch.ops.aten``
+    directly, private aliases, a function that calls the operator inside)."""
+
+    def __init__(self, ops: dict, seen: list):
+        super().__init__()
+        self.ops = ops
+        self.seen = seen
+
+    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+        label = self.ops.get(func.overloadpacket)
+        if label is not None and label not in self.seen:
+            self.seen.append(label)
+        return func(*args, **(kwargs or {}))
+
+
 @contextlib.contextmanager
 def forbid_calls(*targets: Any, what: str = "your function", hint: str | None = None):
     """Fail if the code inside the ``with`` block calls any of ``targets``.
@@ -575,13 +592,18 @@ def forbid_calls(*targets: Any, what: str = "your function", hint: str | None = 
     Targets are callables or dotted names: torch functions and Tensor methods (seen
     through a ``TorchFunctionMode``, so aliases like ``from torch import softmax as s``
     are caught), Python functions (seen by their code object, also through aliases and
-    fresh copies of a module), and ``nn.Module`` classes (their ``forward``).
+    fresh copies of a module), ``nn.Module`` classes (their ``forward``), and ATen operators
+    (``"torch.ops.aten._softmax"``: seen where the dispatcher runs them, whatever called them).
     """
     torch_targets: dict = {}
     code_targets: dict = {}
+    ops: dict = {}
     for target in targets:
         obj = _resolve(target)
         label = _label(target)
+        if isinstance(obj, torch._ops.OpOverloadPacket):
+            ops[obj] = label
+            continue
         if inspect.isclass(obj):
             fwd = getattr(obj, "forward", None)
             if isinstance(fwd, types.FunctionType):
@@ -602,7 +624,7 @@ def forbid_calls(*targets: Any, what: str = "your function", hint: str | None = 
     previous = sys.getprofile()
     sys.setprofile(profiler)
     try:
-        with _Watch(torch_targets, seen):
+        with _Watch(torch_targets, seen), (_DispatchWatch(ops, seen) if ops else contextlib.nullcontext()):
             yield
     finally:
         sys.setprofile(previous)

@@ -32,6 +32,10 @@ MUTATIONS = [
              "def softmax(x, dim=-1):\n    return torch.special.log_softmax(x, dim=dim).exp()\n"),
     Mutation("softmax", "softmax-private-op", None,
              "def softmax(x, dim=-1):\n    return torch._softmax(x, dim, False)\n"),
+    Mutation("softmax", "softmax-aten-op", None,
+             "def softmax(x, dim=-1):\n    return torch.ops.aten._softmax(x, dim, False)\n"),
+    Mutation("softmax", "softmax-aten-log-op", None,
+             "def softmax(x, dim=-1):\n    return torch.ops.aten._log_softmax.default(x, dim, False).exp()\n"),
     Mutation("softmax", "softmax-in-place", _SOFTMAX_MAX,
              "x -= x.amax(dim=dim, keepdim=True)  # changes the caller's tensor\n    shifted = x"),
     # attention_pool
