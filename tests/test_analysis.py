@@ -1,0 +1,72 @@
+"""The rules that read seeds (course_utils/analysis.py): the t distribution they use, and their
+error rates measured by simulation, against what chapter 08 says of them."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from course_utils.analysis import (compare_family, compare_paired, compare_seeds, error_rates, holm,
+                                   student_t_cdf, t_quantile)
+
+
+def test_student_t_matches_its_closed_forms_and_the_normal_limit():
+    for t in (-3.0, -0.5, 0.0, 0.7, 2.5):
+        assert student_t_cdf(t, 1) == pytest.approx(0.5 + math.atan(t) / math.pi, abs=1e-12)  # Cauchy
+        assert student_t_cdf(t, 2) == pytest.approx(0.5 + t / (2 * math.sqrt(2 + t * t)), abs=1e-12)
+        assert student_t_cdf(t, 400) == pytest.approx(0.5 * (1 + math.erf(t / math.sqrt(2))), abs=2e-3)
+    for df in (1, 2, 3, 4, 7, 10):
+        for p in (0.025, 0.5, 0.9, 0.975):
+            assert student_t_cdf(t_quantile(p, df), df) == pytest.approx(p, abs=1e-10)
+    with pytest.raises(ValueError, match="positive integer"):
+        student_t_cdf(1.0, 2.5)
+
+
+def test_paired_reading_cancels_what_a_seed_shares():
+    """Each seed moves both runs together; the change adds a steady +0.01. Unpaired, the seeds'
+    spread hides it (the sets overlap); paired, every per-seed difference is +0.01."""
+    reference = [0.60, 0.64, 0.62, 0.66, 0.58]
+    changed = [r + 0.01 for r in reference]
+    assert compare_seeds(changed, reference).verdict == "inside the noise"
+    paired = compare_paired(changed, reference)
+    assert paired.verdict == "higher" and paired.low == pytest.approx(0.01) and paired.n == 5
+    assert "beyond the noise" in str(paired)
+    # seeds are matched by name, not by position
+    by_seed = compare_paired({2: 0.63, 0: 0.61, 1: 0.65}, {0: 0.60, 1: 0.64, 2: 0.62, 3: 0.5})
+    assert by_seed.n == 3 and by_seed.gap == pytest.approx(0.01)
+    assert compare_paired([0.7, 0.8], [0.6, 0.7]).verdict == "not measured"
+    with pytest.raises(ValueError, match="pair the runs by seed"):
+        compare_paired({0: 0.5}, {1: 0.5})
+
+
+def test_holm_rejects_step_by_step():
+    assert holm({"a": 0.001, "b": 0.02, "c": 0.04}, 0.05) == {"a": True, "b": True, "c": True}
+    assert holm({"a": 0.001, "b": 0.03, "c": 0.04}, 0.05) == {"a": True, "b": False, "c": False}
+    assert holm({"a": 0.02, "b": float("nan")}, 0.05) == {"a": True, "b": False}
+
+
+def test_error_rates_of_the_unpaired_rule_are_what_chapter_08_says():
+    rule = lambda a, b: compare_seeds(a, b).verdict  # noqa: E731
+    assert 0.07 < error_rates(rule, 3, trials=6000, seed=5) < 0.11  # about 9 %, not "strict"
+    assert 0.19 < error_rates(rule, 3, effect=1, trials=6000, seed=6) < 0.31  # a 1-sd effect seen 1 time in 4
+    assert error_rates(rule, 3, family=10, trials=1000, seed=7) > 0.35  # ten levers, one shared control
+
+
+def test_the_paired_rule_keeps_its_level_alone_and_in_a_family():
+    rule = lambda a, b: compare_paired(a, b).verdict  # noqa: E731
+    assert 0.035 < error_rates(rule, 5, trials=6000, seed=8) < 0.065
+    joint = lambda ch, ref: {k: r.verdict for k, r in compare_family(ch, ref).items()}  # noqa: E731
+    assert error_rates(None, 5, family=10, trials=600, seed=9, joint=joint) < 0.08
+    # pairing helps: the same 1-sd effect is seen more often when the seeds share half their noise
+    alone = error_rates(rule, 5, effect=1, trials=4000, seed=10)
+    shared = error_rates(rule, 5, effect=1, pairing=0.5, trials=4000, seed=10)
+    assert shared > alone + 0.08
+
+
+def test_noise_rule_benchmark_smoke(tmp_path):
+    from benchmarks import noise_rule
+    from course_utils.results import read_result
+
+    assert noise_rule.main(["--quick", "--out-dir", str(tmp_path)]) == 0
+    rows = read_result("ch08_noise_rule", directory=tmp_path)["data"]["rows"]
+    assert {(r["rule"], r["seeds"]) for r in rows} == {(rule, n) for rule in noise_rule.RULES for n in (3, 5)}
