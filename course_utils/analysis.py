@@ -195,15 +195,19 @@ def holm(pvalues: dict[str, float], alpha: float = 0.05) -> dict[str, bool]:
     return rejected
 
 
-def compare_family(changes: dict[str, dict[int, float]], reference: dict[int, float], *, alpha: float = 0.05,
+def compare_family(changes: dict[str, dict[int, float]], reference: dict, *, alpha: float = 0.05,
                    min_seeds: int = MIN_SEEDS) -> dict[str, PairedComparison]:
-    """Each change against the one reference they share, read together: a change is "higher" or
+    """Changes read together, each against its reference: ``reference`` is one {seed: value}
+    that every change shares (levers against one recipe), or {name: {seed: value}}, one per
+    change (the steps of a ladder, each against the step before).  A change is "higher" or
     "lower" only when Holm's procedure rejects "no difference" for it at family level ``alpha``;
     its interval is the one that level gives it (Bonferroni's ``alpha / m``, a little wider than
     Holm needs for all but the first)."""
     m = len(changes)
     level = 1 - alpha / max(m, 1)
-    readings = {name: compare_paired(seeds, reference, level=level, min_seeds=min_seeds)
+    per_change = bool(reference) and all(isinstance(v, dict) for v in reference.values())
+    readings = {name: compare_paired(seeds, reference[name] if per_change else reference, level=level,
+                                     min_seeds=min_seeds)
                 for name, seeds in changes.items()}
     rejected = holm({name: r.p for name, r in readings.items() if r.verdict != "not measured"}, alpha)
     out = {}
