@@ -205,7 +205,8 @@ def compare_family(changes: dict[str, dict[int, float]], reference: dict, *, alp
     Holm needs for all but the first)."""
     m = len(changes)
     level = 1 - alpha / max(m, 1)
-    per_change = bool(reference) and all(isinstance(v, dict) for v in reference.values())
+    per_change = isinstance(reference, dict) and bool(reference) and \
+        all(isinstance(v, (dict, list, tuple)) for v in reference.values())
     readings = {name: compare_paired(seeds, reference[name] if per_change else reference, level=level,
                                      min_seeds=min_seeds)
                 for name, seeds in changes.items()}
