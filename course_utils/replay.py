@@ -20,6 +20,7 @@ tensors (``torch.load(weights_only=True)``).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,42 @@ def _calls(module: str) -> dict[str, list[dict]]:
     return torch.load(path, weights_only=True)
 
 
+def _key(value: Any) -> Any:
+    """A hashable digest of a (packed) value that equal values share: the index of exact matches."""
+    if isinstance(value, Tensor):
+        data = value.detach().to("cpu").contiguous()
+        return ("T", str(data.dtype), tuple(data.shape), hash(data.view(torch.uint8).numpy().tobytes())
+                if data.numel() else 0)
+    if isinstance(value, dict):
+        return ("D", tuple((str(k), _key(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_key(v) for v in value))
+    if isinstance(value, torch.nn.Module):
+        return ("M", type(value).__qualname__, value.training, _key(value.state_dict()))
+    if isinstance(value, float) and value == int(value) and math.isfinite(value):
+        return ("N", int(value))  # 3.0 and 3 are one number to the matching below
+    if isinstance(value, (bool, int)) and not isinstance(value, bool):
+        return ("N", value)
+    return ("V", type(value).__name__, repr(value))
+
+
+def _given_key(arguments: dict) -> Any:
+    return _key(dict(sorted(arguments.items())))
+
+
+@functools.lru_cache(maxsize=None)
+def _index(module: str, function: str) -> dict[Any, list[dict]]:
+    """The stored calls of ``module.function`` by the digest of their arguments (exact matches)."""
+    index: dict[Any, list[dict]] = {}
+    for call in _calls(module).get(function, []):
+        try:
+            arguments = unpack(call["arguments"])
+        except TypeError:  # a stored model is matched, never rebuilt: no exact index for it
+            continue
+        index.setdefault(_given_key(arguments), []).append(call)
+    return index
+
+
 def _device_of(arguments: dict) -> torch.device | None:
     for value in arguments.values():
         if isinstance(value, Tensor):
@@ -167,7 +204,11 @@ def replay(name: str, **arguments: Any) -> Any:
     module, function = name.split(".", 1)
     best, best_distance = None, math.inf
     state = None
-    for call in _calls(module).get(function, []):
+    try:  # an exact match first, by digest (a schedule asked for every step has thousands of calls)
+        candidates = _index(module, function).get(_given_key(arguments), [])
+    except TypeError:
+        candidates = []
+    for call in itertools.chain(candidates, _calls(module).get(function, [])):
         if call.get("rng_before") is not None:
             state = torch.get_rng_state() if state is None else state
             if not torch.equal(state, call["rng_before"]):

@@ -336,3 +336,26 @@ def test_the_encoder_block_twin_drops_out_as_a_learners_block_does():
     torch.testing.assert_close(checks.seeded(lambda t: twin(t, return_weights=True)[0], x),
                                checks.seeded(learners, x), atol=1e-12, rtol=1e-12)
     torch.testing.assert_close(checks.seeded(twin, x), checks.seeded(learners, x), atol=1e-12, rtol=1e-12)
+
+
+def test_replay_finds_a_call_exactly_by_its_digest_and_within_tolerance_by_search(tmp_path, monkeypatch):
+    """Thousands of stored calls (a schedule asked for every step) are found by digest; a call
+    whose floats differ in the last bits is found by the tolerant search; others miss."""
+    from course_utils import replay
+
+    stored = [{"arguments": replay.pack({"step": s, "total": 5000, "rate": 0.5}), "result": replay.pack(s / 5000)}
+              for s in range(5000)]
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
+    stored.append({"arguments": replay.pack({"step": x, "total": 1, "rate": 0.5}), "result": replay.pack(x.sum())})
+    torch.save({"f": stored}, tmp_path / "m.pt")
+    monkeypatch.setattr(replay, "FIXTURES", tmp_path)
+    replay._calls.cache_clear(), replay._index.cache_clear()
+    try:
+        assert all(replay.replay("m.f", step=s, total=5000, rate=0.5) == s / 5000 for s in range(0, 5000, 7))
+        torch.testing.assert_close(replay.replay("m.f", step=x * (1 + 1e-7), total=1, rate=0.5), x.sum())
+        with pytest.raises(replay.ReplayMiss, match="these are new"):
+            replay.replay("m.f", step=5000, total=5000, rate=0.5)
+        with pytest.raises(replay.ReplayMiss):
+            replay.replay("m.f", step=3, total=5000, rate=0.25)
+    finally:
+        replay._calls.cache_clear(), replay._index.cache_clear()
