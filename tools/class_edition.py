@@ -161,7 +161,9 @@ def start_recording() -> None:
 def _record_pristine_copies() -> None:
     """Visible tests may compare with ``pristine()``'s private copy of the package (its
     references too): wrap each references module of a copy when it loads, as the originals are."""
-    from course_utils.grading import pristine as pristine_module
+    import importlib
+
+    pristine_module = importlib.import_module("course_utils.grading.pristine")  # the module, not the function
 
     original = pristine_module.Pristine.__getattr__
 
