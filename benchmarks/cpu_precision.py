@@ -2,6 +2,7 @@
 
     python -m benchmarks.cpu_precision          # writes results/bench_cpu_precision.json
     python -m benchmarks.cpu_precision --no-compile   # the three eager variants only
+    python -m benchmarks.cpu_precision --no-compile --recipe cpu_avx2 --result bench_cpu_precision_avx2
 
 The ``cpu`` recipe trains under bf16 autocast where the CPU has native bf16 (Intel AMX, AMD
 ``avx512_bf16``).  A CPU without it runs float32, and the ``cpu_float32`` recipe gives that case
@@ -34,11 +35,10 @@ from pathlib import Path
 import torch
 
 from benchmarks.timing import in_rotation, train_step
-from course_utils.results import write_result
+from course_utils.results import NATIVE_BF16_FLAGS, cpu_flags, write_result
 from course_utils.training.recipes import RECIPES, build_model
 
 TRAIN_IMAGES, BUDGET_S = 45_000, 30 * 60
-NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 # name -> (autocast to bf16, channels-last memory format)
 VARIANTS = {"bf16, channels-last": (True, True), "float32, channels-last": (False, True),
             "float32, contiguous": (False, False)}
@@ -46,25 +46,18 @@ VARIANTS = {"bf16, channels-last": (True, True), "float32, channels-last": (Fals
 COMPILED = {"bf16, channels-last, compiled": (True, True), "float32, channels-last, compiled": (False, True)}
 
 
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags (Linux ``/proc/cpuinfo``; empty elsewhere)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
-    return set(line.partition(":")[2].split())
-
-
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile variants")
+    parser.add_argument("--recipe", choices=("cpu", "cpu_float32", "cpu_avx2"), default="cpu",
+                        help="whose model and batch size to time (default: cpu)")
+    parser.add_argument("--result", default="bench_cpu_precision", help="the results/ file's name")
     parser.add_argument("--out-dir", type=Path, default=None, help="write the result here instead of results/")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    recipe = RECIPES["cpu"]
+    recipe = RECIPES[args.recipe]
     batch = recipe.batch_size
     variants = VARIANTS if args.no_compile else {**VARIANTS, **COMPILED}
     models, optimizers, inputs = {}, {}, {}
@@ -115,10 +108,10 @@ def main(argv: list[str] | None = None) -> dict:
     flags = cpu_flags()
     native = sorted(f for f in NATIVE_BF16_FLAGS if f in flags)
     print(f"native bf16 flags: {', '.join(native) or 'none (bf16 is emulated here)'}")
-    out = {"model_kwargs": recipe.model_kwargs, "batch_size": batch, "rounds": args.rounds,
+    out = {"recipe": recipe.name, "model_kwargs": recipe.model_kwargs, "batch_size": batch, "rounds": args.rounds,
            "torch_threads": args.threads, "train_images": TRAIN_IMAGES, "native_bf16_flags": native,
            "variants": rows}
-    path = write_result("bench_cpu_precision", out, dataset="synthetic random tensors", directory=args.out_dir)
+    path = write_result(args.result, out, dataset="synthetic random tensors", directory=args.out_dir)
     print(f"written {path}")
     return out
 

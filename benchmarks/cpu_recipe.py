@@ -3,15 +3,17 @@
     python -m benchmarks.cpu_recipe --seeds 0 1 2                 # the ViT (about half an hour a seed)
     python -m benchmarks.cpu_recipe --recipe resnet --seeds 0 1   # the ResNet, with its own recipe
     python -m benchmarks.cpu_recipe --recipe cpu_float32 --seeds 0  # the ViT in float32 (no native bf16)
+    python -m benchmarks.cpu_recipe --recipe cpu_avx2 --seeds 0     # the same on an AVX2-only CPU
     python -m benchmarks.cpu_recipe [--recipe resnet]             # rebuilds a table from the stored runs
 
-``--recipe`` names one of ``RECIPES`` ("cpu", the default, "cpu_float32" or "resnet"), each with its own files:
+``--recipe`` names one of ``RECIPES`` ("cpu", the default, "cpu_float32", "cpu_avx2" or "resnet"), each with its own files:
 
 | recipe | seed 0 (with its weights) | seed s > 0 | table | runs |
 |---|---|---|---|---|
 | ``cpu`` | ``ch07_vit_cpu`` | ``ch07_vit_cpu_seed<s>`` | ``bench_cpu_recipe`` | ``runs/cpu_seed<s>`` |
 | ``resnet`` | ``ch07_resnet_cpu`` | ``ch07_resnet_cpu_seed<s>`` | ``bench_resnet_recipe`` | ``runs/resnet_seed<s>`` |
 | ``cpu_float32`` | ``ch07_vit_cpu_float32`` | ``ch07_vit_cpu_float32_seed<s>`` | ``bench_cpu_recipe_float32`` | ``runs/cpu_float32_seed<s>`` |
+| ``cpu_avx2`` | ``ch07_vit_cpu_avx2`` | ``ch07_vit_cpu_avx2_seed<s>`` | ``bench_cpu_recipe_avx2`` | ``runs/cpu_avx2_seed<s>`` |
 
 Only the seed-0 runs of ``cpu`` and ``resnet`` keep their weights in ``results/`` (chapter 07 loads them).
 
@@ -44,7 +46,8 @@ THRESHOLDS = (0.80, 0.85)
 
 # recipe -> (result name of seed 0, name of the table)
 FILES = {"cpu": ("ch07_vit_cpu", "bench_cpu_recipe"), "resnet": ("ch07_resnet_cpu", "bench_resnet_recipe"),
-         "cpu_float32": ("ch07_vit_cpu_float32", "bench_cpu_recipe_float32")}
+         "cpu_float32": ("ch07_vit_cpu_float32", "bench_cpu_recipe_float32"),
+         "cpu_avx2": ("ch07_vit_cpu_avx2", "bench_cpu_recipe_avx2")}
 SHOWN = ("cpu", "resnet")  # the recipes whose seed-0 weights chapter 07 loads
 
 
@@ -103,8 +106,10 @@ def summarize(recipe: str = "cpu", max_seed: int = 20) -> dict:
         run, hw = stored["data"], stored["provenance"]["hardware"]
         if as_stored(run["recipe"], leave_out=("seed",)) != current or run.get("fast"):
             continue
-        key = f"{hw['cpu']}, {hw['cpu_cores']} cores, {run['amp']}"
-        entry = machines.setdefault(key, {"cpu": hw["cpu"], "cpu_cores": hw["cpu_cores"], "amp": run["amp"],
+        vector = f" ({hw['cpu_vector']})" if hw.get("cpu_vector") else ""
+        key = f"{hw['cpu']}{vector}, {hw['cpu_cores']} cores, {run['amp']}"
+        entry = machines.setdefault(key, {"cpu": hw["cpu"], "cpu_vector": hw.get("cpu_vector"),
+                                          "cpu_cores": hw["cpu_cores"], "amp": run["amp"],
                                           "torch": stored["provenance"]["versions"]["torch"], "seeds": []})
         entry["seeds"].append({**seed_row(run), "git_commit": stored["provenance"]["git_commit"],
                                "date": stored["provenance"]["date"]})

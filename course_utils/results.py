@@ -151,11 +151,35 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# The CPU's widest vector extension decides which kernels PyTorch runs and how fast: the first of
+# these flags present names it (``amx_bf16`` and ``avx512_bf16`` are native bf16; ``avx2`` alone
+# means float32 is the fast precision).  Two machines both called "AMD EPYC" can differ here.
+VECTOR_FLAGS = ("amx_bf16", "avx512_bf16", "avx512f", "avx2")
+NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (Linux ``/proc/cpuinfo``; empty elsewhere)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    return set(line.partition(":")[2].split())
+
+
+def cpu_vector() -> str | None:
+    """The widest of ``VECTOR_FLAGS`` this CPU has (None where none is, or the flags are unknown)."""
+    flags = cpu_flags()
+    return next((f for f in VECTOR_FLAGS if f in flags), None)
+
+
 def hardware() -> dict[str, Any]:
     import torch
 
     info: dict[str, Any] = {
         "cpu": _cpu_model(),
+        "cpu_vector": cpu_vector(),
         "cpu_cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "platform": platform.platform(),
@@ -167,9 +191,10 @@ def hardware() -> dict[str, Any]:
 
 
 def machine(info: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The part of ``hardware()`` (or of a stored copy, ``info``) that names a machine: cpu, cores, gpu."""
+    """The part of ``hardware()`` (or of a stored copy, ``info``) that names a machine: cpu, its vector
+    extension (where recorded), cores, gpu."""
     info = hardware() if info is None else info
-    return {k: v for k, v in info.items() if k in ("cpu", "cpu_cores", "gpu")}
+    return {k: v for k, v in info.items() if k in ("cpu", "cpu_vector", "cpu_cores", "gpu")}
 
 
 def versions() -> dict[str, str]:
