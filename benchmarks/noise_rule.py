@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from course_utils.analysis import MIN_SEEDS, compare_family, compare_paired, compare_seeds, error_rates
+from course_utils.training.evidence import MIN_SEEDS, compare_family, compare_paired, compare_seeds, error_rates
 from course_utils.results import write_result
 
 COMMAND = "python -m benchmarks.noise_rule"

@@ -6,13 +6,13 @@
   ``analysis`` (looking inside models for figures), ``replay`` (the class edition's stored calls);
 - ``references/``: the graded references, pure tensor code, one module per idea, each naming
   the chapter and exercises it backs (attention, masking, multihead, positional, decoding, vit,
-  schedules, regularization, diagnosis);
+  schedules, regularization, diagnosis, comparison; ``stats``: Student's t, which they use);
 - ``models/``: networks the chapters build from the references (the encoder-decoder
   ``transformer``, the ``resnet`` baseline, ``torch_interop`` with PyTorch's attention layer,
   ``twins``: graded layers computed by PyTorch's own functions, for the class edition);
 - ``training/``: CIFAR-10 ``data``, ``recipes`` (typed configs), the ``trainer`` (the one
   optimisation loop), and what trains through it: chapter 04's ``toy_task``, chapter 06's
-  ``seq2seq_task``, chapter 08's ``sweep``;
+  ``seq2seq_task``, chapter 08's ``sweep``; ``evidence``: reading runs against runs;
 - ``grading/``: ``checks`` (visible and hidden tests), ``pristine`` copies, ``isolation``
   helpers, test ``doubles``, and the instructor's class-grading machinery;
 - ``cli/``: thin command-line programs (``python -m course_utils.cli.<name> --help``).

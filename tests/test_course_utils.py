@@ -292,7 +292,7 @@ def test_every_course_variable_is_documented_in_settings():
 def test_compare_seeds_reads_a_gap_only_as_far_as_the_seeds_allow():
     from itertools import combinations
 
-    from course_utils.analysis import MIN_SEEDS, compare_seeds
+    from course_utils.training.evidence import MIN_SEEDS, compare_seeds
 
     ref = [0.62, 0.618, 0.636]
     assert str(compare_seeds([0.60, 0.598, 0.61], ref)) == "lower, beyond the noise"

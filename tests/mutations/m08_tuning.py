@@ -13,7 +13,38 @@ _SMOOTH = """    smooth = torch.full_like(log_probs, epsilon / k)
 _XMIX = "x_mixed = lam * x + (1 - lam) * x[perm]"
 _YMIX = "y_mixed = lam * y_onehot + (1 - lam) * y_onehot[perm]"
 
+_HALF = "half = t_quantile((1 + level) / 2, n - 1) * sd / math.sqrt(n)"
+_SD = "sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))"
+_D = "d = [float(c) - float(r) for c, r in zip(changed, reference)]"
+_LENGTH = """    if len(changed) != len(reference):
+        raise ValueError(f"{len(changed)} changed values but {len(reference)} reference values: give one per seed")
+"""
+_IMPORT = "from course_utils.references.stats import t_quantile\n"
+
 MUTATIONS = [
+    # paired_interval
+    Mutation("paired_interval", "paired-normal-quantile", _HALF, "half = 1.96 * sd / math.sqrt(n)"),
+    Mutation("paired_interval", "paired-population-sd", _SD, "sd = math.sqrt(sum((x - mean) ** 2 for x in d) / n)"),
+    Mutation("paired_interval", "paired-level-ignored", _HALF, "half = t_quantile(0.975, n - 1) * sd / math.sqrt(n)"),
+    Mutation("paired_interval", "paired-one-sided-quantile", _HALF, "half = t_quantile(level, n - 1) * sd / math.sqrt(n)"),
+    Mutation("paired_interval", "paired-n-degrees-of-freedom", _HALF, "half = t_quantile((1 + level) / 2, n) * sd / math.sqrt(n)"),
+    Mutation("paired_interval", "paired-no-sqrt-n", _HALF, "half = t_quantile((1 + level) / 2, n - 1) * sd"),
+    Mutation("paired_interval", "paired-reversed-difference", _D,
+             "d = [float(r) - float(c) for c, r in zip(changed, reference)]"),
+    Mutation("paired_interval", "paired-no-length-check", _LENGTH, ""),
+    Mutation("paired_interval", "paired-two-separate-means", None, _IMPORT + """
+def paired_interval(changed, reference, level=0.95):
+    if len(changed) != len(reference) or len(changed) < 2:
+        raise ValueError("one value per seed on each side, at least two seeds")
+    n = len(changed)
+    mc, mr = sum(changed) / n, sum(reference) / n
+    vc = sum((x - mc) ** 2 for x in changed) / (n - 1)
+    vr = sum((x - mr) ** 2 for x in reference) / (n - 1)
+    mean = mc - mr
+    half = t_quantile((1 + level) / 2, n - 1) * math.sqrt(vc / n + vr / n)
+    low, high = mean - half, mean + half
+    return mean, low, high, "higher" if low > 0 else "lower" if high < 0 else "inside the noise"
+"""),
     # diagnose_curves
     Mutation("diagnose_curves", "diagnose-rise-from-first-epoch", _LOWEST, 'lowest_val_loss = history[0]["val_loss"]'),
     Mutation("diagnose_curves", "diagnose-rise-from-previous-epoch", _LOWEST,
@@ -116,6 +147,77 @@ def label_smoothing_cross_entropy(logits, targets, epsilon):
 ]
 
 VARIANTS = [
+    # paired_interval, written other ways
+    Mutation("paired_interval", "paired-statistics-module", None, _IMPORT + """import statistics
+
+
+def paired_interval(changed, reference, level=0.95):
+    if len(changed) != len(reference):
+        raise ValueError("changed and reference must hold one value per seed each")
+    d = [c - r for c, r in zip(changed, reference)]
+    sd = statistics.stdev(d)  # raises statistics.StatisticsError (a ValueError) for a single pair
+    mean = statistics.fmean(d)
+    h = t_quantile(0.5 + level / 2, len(d) - 1) * sd / len(d) ** 0.5
+    print(f"mean difference {mean:+.4f} +- {h:.4f}")
+    if mean - h > 0:
+        return mean, mean - h, mean + h, "higher"
+    if mean + h < 0:
+        return mean, mean - h, mean + h, "lower"
+    return mean, mean - h, mean + h, "inside the noise"
+"""),
+    Mutation("paired_interval", "paired-torch-float32", None, _IMPORT + """import warnings
+
+
+def paired_interval(changed, reference, level=0.95):
+    c, r = torch.tensor(changed), torch.tensor(reference)  # float32
+    if c.shape != r.shape or c.numel() < 2:
+        raise ValueError(f"need two lists of the same length >= 2, got {c.numel()} and {r.numel()} values")
+    warnings.warn("float32 is enough for accuracies")
+    d = c - r
+    se = d.std() / d.numel() ** 0.5  # torch.std divides by n - 1
+    t = t_quantile((1 + level) / 2, d.numel() - 1)
+    low, high = d.mean() - t * se, d.mean() + t * se
+    verdict = "higher" if low > 0 else ("lower" if high < 0 else "inside the noise")
+    return d.mean(), low, high, verdict
+"""),
+    Mutation("paired_interval", "paired-numpy-t-statistic", None, _IMPORT + """import numpy as np
+
+
+def paired_interval(changed, reference, level=0.95):
+    changed, reference = np.asarray(changed, dtype=np.float64), np.asarray(reference, dtype=np.float64)
+    if changed.shape != reference.shape:
+        raise ValueError("pair the seeds: the two arrays differ in length")
+    if changed.size < 2:
+        raise ValueError("at least two seeds")
+    d = changed - reference
+    se = d.std(ddof=1) / np.sqrt(d.size)
+    t_crit = t_quantile(1 - (1 - level) / 2, d.size - 1)
+    t_stat = d.mean() / se
+    verdict = "higher" if t_stat > t_crit else "lower" if t_stat < -t_crit else "inside the noise"
+    return float(d.mean()), float(d.mean() - t_crit * se), float(d.mean() + t_crit * se), verdict
+"""),
+    Mutation("paired_interval", "paired-dict-and-list", None, _IMPORT + """
+def paired_interval(changed, reference, level=0.95):
+    pairs = list(zip(changed, reference, strict=True)) if len(changed) == len(reference) else None
+    if pairs is None:
+        raise ValueError("lengths differ")
+    if len(pairs) == 1:
+        raise ValueError("one seed only")
+    result = {}
+    diffs = []
+    for a, b in pairs:
+        diffs.append(a - b)
+    n = len(diffs)
+    result["mean"] = sum(diffs) / n
+    var = 0.0
+    for x in diffs:
+        var += (x - result["mean"]) ** 2
+    var /= n - 1
+    width = t_quantile((1 + level) / 2, n - 1) * (var / n) ** 0.5
+    result["low"], result["high"] = result["mean"] - width, result["mean"] + width
+    result["verdict"] = ("higher" if result["low"] > 0 else "lower" if result["high"] < 0 else "inside the noise")
+    return [result["mean"], result["low"], result["high"], result["verdict"]]
+"""),
     # diagnose_curves: the same three rules, written other ways
     Mutation("diagnose_curves", "diagnose-ratio-and-elif", None, '''\
 def diagnose_curves(history, target=0.7, gap=0.10, rise=0.10):

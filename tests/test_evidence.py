@@ -1,4 +1,4 @@
-"""The rules that read seeds (course_utils/analysis.py): the t distribution they use, and their
+"""The rules that read seeds (course_utils/training/evidence.py): the t distribution they use, and their
 error rates measured by simulation, against what chapter 08 says of them."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from course_utils.analysis import (compare_family, compare_paired, compare_seeds, error_rates, holm,
-                                   student_t_cdf, t_quantile)
+from course_utils.training.evidence import (compare_family, compare_paired, compare_seeds, error_rates, holm,
+                                            paired_interval, student_t_cdf, t_quantile)
 
 
 def test_student_t_matches_its_closed_forms_and_the_normal_limit():
@@ -70,3 +70,46 @@ def test_noise_rule_benchmark_smoke(tmp_path):
     assert noise_rule.main(["--quick", "--out-dir", str(tmp_path)]) == 0
     rows = read_result("ch08_noise_rule", directory=tmp_path)["data"]["rows"]
     assert {(r["rule"], r["seeds"]) for r in rows} == {(rule, n) for rule in noise_rule.RULES for n in (3, 5)}
+
+
+def test_paired_interval_is_the_paired_rules_interval():
+    """The graded reference and compare_paired agree; the interval is mean -+ t * sd / sqrt(n)."""
+    changed, reference = [0.81, 0.835, 0.80, 0.86], [0.80, 0.82, 0.795, 0.845]
+    mean, low, high, verdict = paired_interval(changed, reference)
+    d = [c - r for c, r in zip(changed, reference)]
+    sd = math.sqrt(sum((x - sum(d) / 4) ** 2 for x in d) / 3)
+    assert mean == pytest.approx(sum(d) / 4)
+    assert high - mean == pytest.approx(t_quantile(0.975, 3) * sd / 2)
+    assert t_quantile(0.975, 3) == pytest.approx(3.182446305, abs=1e-8)  # the printed tables' value
+    r = compare_paired(changed, reference)
+    assert (r.gap, r.low, r.high) == pytest.approx((mean, low, high)) and r.verdict == verdict
+    assert verdict == "higher"
+
+
+def test_paired_interval_where_naive_rules_err():
+    """Each case is one a shortcut gets wrong: the graded exercise's hidden tests use cases like these."""
+    from statistics import fmean, stdev
+
+    # seeds differ a lot, the change adds about the same to each: unpaired means say nothing, pairs do
+    ref = [0.78, 0.84, 0.81, 0.87, 0.75]
+    changed = [r + g for r, g in zip(ref, (0.006, 0.004, 0.005, 0.007, 0.005))]
+    assert paired_interval(changed, ref)[3] == "higher"
+    assert str(compare_seeds(changed, ref)) == "inside the noise"
+    # three seeds: the normal 1.96 would call it, Student's t with 2 degrees of freedom does not
+    changed, ref = [0.503, 0.512, 0.509], [0.50, 0.50, 0.50]
+    d = [c - r for c, r in zip(changed, ref)]
+    assert fmean(d) - 1.96 * stdev(d) / math.sqrt(3) > 0
+    assert paired_interval(changed, ref)[3] == "inside the noise"
+    # pairs in seed order: sorting each side first changes the answer
+    changed, ref = [0.60, 0.64, 0.62], [0.59, 0.63, 0.61]
+    assert paired_interval(changed, ref)[3] == "higher"
+    assert paired_interval(sorted(changed), sorted(ref, reverse=True))[3] == "inside the noise"
+
+
+def test_paired_interval_refuses_what_it_cannot_read():
+    with pytest.raises(ValueError, match="same seed order"):
+        paired_interval([0.5, 0.6, 0.7], [0.5, 0.6])
+    with pytest.raises(ValueError, match="at least two"):
+        paired_interval([0.5], [0.4])
+    with pytest.raises(ValueError, match="level"):
+        paired_interval([0.5, 0.6], [0.4, 0.5], level=95)
