@@ -26,6 +26,7 @@ REASONS = (TIMING, TRAINING, DATA)
 MASKED: dict[tuple[str, str], str] = {
     ("03_scaling", "e22f20be"): TIMING,               # time per call of the (n, n) attention, n = 64 .. 4096
     ("04_multi_head", "3111a310"): TRAINING,          # one head against two on the previous/next-token task
+    ("04_multi_head", "toy-heads-paired"): TRAINING,   # the two models' worse outputs, read seed by seed
     ("04_multi_head", "toy-neighbour-weights"): TRAINING,  # what the trained heads attend to
     ("04_multi_head", "toy-head-ablation"): TRAINING,  # the trained heads' losses, each head removed
     ("04_multi_head", "toy-one-head-blend"): TRAINING,  # where one head's weaker output puts its probability

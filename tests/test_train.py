@@ -116,9 +116,16 @@ def test_set_overrides_parse_their_help_example_and_check_types():
                                                                                            False)
     assert recipe.model_kwargs == {"dim": 64} and RECIPES["cpu"].policy is None  # the recipe itself is untouched
     for bad, says in [("epochs=abc", "expects int"), ("nope=1", "Recipe has no such field"), ("lr", "KEY=VALUE"),
-                      ("augment=3", "expects bool"), ("epochs=None", "not optional")]:
+                      ("augment=3", "expects bool"), ("epochs=None", "not optional"),
+                      # a misspelt choice fails when the recipe is made, before any data loads
+                      ("amp=fp32", "amp='fp32' is not a choice.*'bf16'"), ("policy=trivialaugment", "'trivial'"),
+                      ("schedule=cos", "'cosine'"), ("optimizer=adam", "'adamw'"), ("model=vit2", "'resnet'")]:
         with pytest.raises(ValueError, match=says):
             apply_overrides(RECIPES["cpu"], [bad])
+    import dataclasses
+
+    with pytest.raises(ValueError, match="compile_mode"):
+        dataclasses.replace(RECIPES["gpu"], compile_mode="fast")
 
 
 def test_trainer_accepts_a_compiled_net():

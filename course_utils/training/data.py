@@ -356,6 +356,10 @@ class BatchLoader:
             yield x, y
 
 
+# The augmentation policies a recipe or loader may name (besides None): see ``_policy``.
+POLICIES = ("trivial", "report", "randaugment", "autoaugment")
+
+
 def _policy(name: str | None):
     """``policy(images uint8 (B, 3, H, W), generator) -> images``, or None.
 
@@ -379,6 +383,6 @@ def _policy(name: str | None):
 
     policies = {"randaugment": v2.RandAugment, "autoaugment": v2.AutoAugment}
     if name not in policies:
-        raise ValueError(f"unknown augmentation policy {name!r}; choose from {sorted(policies) + ['report', 'trivial']} or None")
+        raise ValueError(f"unknown augmentation policy {name!r}; choose from {', '.join(POLICIES)} or None")
     policy = policies[name]()
     return lambda x, generator: torch.cat([policy(chunk) for chunk in x.split(16)])
