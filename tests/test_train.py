@@ -165,3 +165,25 @@ def test_recipe_compile_mode_reaches_torch_compile_and_old_checkpoints_resume(tm
     assert any(line.startswith("resuming smoke from epoch 1") for line in lines) and summary["epochs_done"] == summary["epochs"] > 1
     with pytest.raises(RuntimeError, match="different recipe"):  # a real difference still refuses
         T.train(dataclasses.replace(plain, lr=plain.lr * 2), tmp_path / "old", fast=True, log=lambda *_: None)
+
+
+def test_clean_training_accuracy_is_measured_beside_and_changes_nothing(tmp_path):
+    """``clean_train_eval`` adds the accuracy on unaltered training images to each epoch's record, and
+    training stays bit for bit what it was without it (the pass draws no random numbers)."""
+    import dataclasses
+
+    from course_utils.training import data as cdata
+    from course_utils.training.recipes import RECIPES
+    from course_utils.training.trainer import train
+
+    split = cdata.split_validation(cdata.synthetic_cifar(n_train=640, n_test=64), val_size=128)
+    recipe = dataclasses.replace(RECIPES["smoke"], epochs=2, batch_size=64, mixup_alpha=0.8, augment=True)
+    plain = train(recipe, tmp_path / "plain", data=split, evaluate_test=False, log=lambda *_: None)
+    clean = train(dataclasses.replace(recipe, clean_train_eval=200), tmp_path / "clean", data=split,
+                  evaluate_test=False, log=lambda *_: None)
+    assert _metrics(plain["history"]) == _metrics(clean["history"])
+    for record in clean["history"]:
+        assert 0.0 <= record["clean_train_acc"] <= 1.0 and record["clean_train_loss"] > 0
+        assert "clean_train_acc" not in plain["history"][record["epoch"] - 1]
+    a, b = (torch.load(p / "checkpoint.pt", weights_only=False)["model"] for p in (tmp_path / "plain", tmp_path / "clean"))
+    assert all(torch.equal(a[k], b[k]) for k in a)

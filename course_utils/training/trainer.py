@@ -433,6 +433,9 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
                                seed=recipe.seed, rank=rank, world_size=world, channels_last=recipe.channels_last)
     val_loader = cdata.BatchLoader(data.val_images, data.val_labels, recipe.eval_batch_size, device=device,
                                    channels_last=recipe.channels_last)
+    clean = min(recipe.clean_train_eval, len(data.train_images))
+    clean_loader = cdata.BatchLoader(data.train_images[:clean], data.train_labels[:clean], recipe.eval_batch_size,
+                                     device=device, channels_last=recipe.channels_last) if clean else None
     total_steps = epochs * len(loader)
     warmup_steps = min(int(recipe.warmup_epochs * len(loader)), total_steps - 1)
     optimizer = make_optimizer(recipe, model)
@@ -483,6 +486,9 @@ def train(recipe: Recipe | str, out_dir: str | Path, *, fast: bool = False, data
                       "epoch_time_s": round(time.perf_counter() - start, 2),
                       "train_images_per_s": round(fit["seen"] * world / fit["seconds"], 1),
                       "elapsed_s": round(state["elapsed"], 2)}
+            if clean_loader is not None:  # after the clock: a diagnostic, not part of the training time
+                seen = trainer.evaluate(clean_loader, flip=False)
+                record.update(clean_train_loss=seen["loss"], clean_train_acc=seen["acc"])
             state["history"].append(record)
             if val["acc"] > state["best_val"]:
                 state["best_val"] = val["acc"]
