@@ -25,6 +25,7 @@ pipeline and Python, so the recipes' epoch counts come from full runs (chapter 0
 the ratio is what carries over from one precision to the other.  The CPU's flags say whether
 its bf16 is native; where it is not, bf16 is emulated and its row shows how slow that is.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,26 +36,50 @@ from pathlib import Path
 import torch
 
 from benchmarks.timing import in_rotation, train_step
+from course_utils.experiments.recipes import RECIPES
 from course_utils.results import NATIVE_BF16_FLAGS, cpu_flags, write_result
-from course_utils.training.recipes import RECIPES, build_model
+from course_utils.training.recipes import build_model
 
 TRAIN_IMAGES, BUDGET_S = 45_000, 30 * 60
 # name -> (autocast to bf16, channels-last memory format)
-VARIANTS = {"bf16, channels-last": (True, True), "float32, channels-last": (False, True),
-            "float32, contiguous": (False, False)}
+VARIANTS = {
+    "bf16, channels-last": (True, True),
+    "float32, channels-last": (False, True),
+    "float32, contiguous": (False, False),
+}
 # the same through torch.compile (Inductor): name -> (autocast to bf16, channels-last)
-COMPILED = {"bf16, channels-last, compiled": (True, True), "float32, channels-last, compiled": (False, True)}
+COMPILED = {
+    "bf16, channels-last, compiled": (True, True),
+    "float32, channels-last, compiled": (False, True),
+}
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile variants")
-    parser.add_argument("--recipe", choices=("cpu", "cpu_float32", "cpu_avx2"), default="cpu",
-                        help="whose model and batch size to time (default: cpu)")
-    parser.add_argument("--result", default="bench_cpu_precision", help="the results/ file's name")
-    parser.add_argument("--out-dir", type=Path, default=None, help="write the result here instead of results/")
+    parser.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="leave out the torch.compile variants",
+    )
+    parser.add_argument(
+        "--recipe",
+        choices=("cpu", "cpu_float32", "cpu_avx2"),
+        default="cpu",
+        help="whose model and batch size to time (default: cpu)",
+    )
+    parser.add_argument(
+        "--result",
+        default="bench_cpu_precision",
+        help="the results/ file's name",
+    )
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=None,
+        help="write the result here instead of results/",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     recipe = RECIPES[args.recipe]
@@ -64,54 +89,97 @@ def main(argv: list[str] | None = None) -> dict:
     for name, (_, channels_last) in variants.items():
         torch.manual_seed(0)  # the same initial weights in every variant
         model = build_model(dataclasses.replace(recipe))
-        fmt = torch.channels_last if channels_last else torch.contiguous_format
+        fmt = (
+            torch.channels_last if channels_last else torch.contiguous_format
+        )
         model = model.to(memory_format=fmt)
         optimizers[name] = torch.optim.AdamW(model.parameters(), lr=1e-4)
         models[name] = torch.compile(model) if name in COMPILED else model
-        inputs[name] = torch.randn(batch, 3, 32, 32, generator=torch.Generator().manual_seed(1)).contiguous(
-            memory_format=fmt)
-    y = torch.randint(0, 10, (batch,), generator=torch.Generator().manual_seed(2))
+        inputs[name] = torch.randn(
+            batch, 3, 32, 32, generator=torch.Generator().manual_seed(1)
+        ).contiguous(memory_format=fmt)
+    y = torch.randint(
+        0, 10, (batch,), generator=torch.Generator().manual_seed(2)
+    )
 
-    steps = {name: (lambda n=name: train_step(models[n], optimizers[n], inputs[n], y, variants[n][0]))
-             for name in variants}
+    steps = {
+        name: (
+            lambda n=name: train_step(
+                models[n], optimizers[n], inputs[n], y, variants[n][0]
+            )
+        )
+        for name in variants
+    }
     # A compiled model compiles during its first step: a one-off cost a run pays on top of its steps.
     # Timed cold, as a learner's first run pays it (a warm on-disk cache would make it seconds).
     if not args.no_compile:
         from torch._inductor import config as inductor_config
 
         inductor_config.force_disable_caches = True
-    compile_s = {name: round(steps[name](), 1) for name in COMPILED if name in variants}
-    seconds = in_rotation(steps, args.rounds, alternate=True)  # no variant always runs first
+    compile_s = {
+        name: round(steps[name](), 1)
+        for name in COMPILED
+        if name in variants
+    }
+    # no variant always runs first
+    seconds = in_rotation(steps, args.rounds, alternate=True)
     reference = next(iter(VARIANTS))
     rows = {}
     for name in variants:
         per_s = batch / statistics.median(seconds[name])
         ratios = [a / b for a, b in zip(seconds[name], seconds[reference])]
-        rows[name] = {"train_img_per_s": round(per_s, 1),
-                      "epochs_in_30_min": round(BUDGET_S * per_s / TRAIN_IMAGES, 1),
-                      "step_time_over_bf16": {"median": round(statistics.median(ratios), 3),
-                                              "min": round(min(ratios), 3), "max": round(max(ratios), 3)}}
-        if name in compile_s:  # against the same precision without torch.compile, round by round
+        rows[name] = {
+            "train_img_per_s": round(per_s, 1),
+            "epochs_in_30_min": round(BUDGET_S * per_s / TRAIN_IMAGES, 1),
+            "step_time_over_bf16": {
+                "median": round(statistics.median(ratios), 3),
+                "min": round(min(ratios), 3),
+                "max": round(max(ratios), 3),
+            },
+        }
+        # against the same precision without torch.compile, round by round
+        if name in compile_s:
             eager = name.removesuffix(", compiled")
             own = [a / b for a, b in zip(seconds[name], seconds[eager])]
             rows[name]["first_step_s"] = compile_s[name]
-            rows[name]["step_time_over_eager"] = {"median": round(statistics.median(own), 3),
-                                                  "min": round(min(own), 3), "max": round(max(own), 3)}
+            rows[name]["step_time_over_eager"] = {
+                "median": round(statistics.median(own), 3),
+                "min": round(min(own), 3),
+                "max": round(max(own), 3),
+            }
         r = rows[name]["step_time_over_bf16"]
-        line = (f"{name:33s} {per_s:7.1f} img/s  {rows[name]['epochs_in_30_min']:5.1f} epochs in 30 min (steps only)  "
-                f"step time / bf16: {r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f})")
+        line = (
+            f"{name:33s} {per_s:7.1f} img/s  {rows[name]['epochs_in_30_min']:5.1f} epochs in 30 min (steps only)  "
+            f"step time / bf16: {r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f})"
+        )
         if name in compile_s:
             e = rows[name]["step_time_over_eager"]
-            line += (f"; / {eager}: {e['median']:.2f} (range {e['min']:.2f}-{e['max']:.2f}), "
-                     f"first step (compiling) {compile_s[name]:.0f} s")
+            line += (
+                f"; / {eager}: {e['median']:.2f} (range {e['min']:.2f}-{e['max']:.2f}), "
+                f"first step (compiling) {compile_s[name]:.0f} s"
+            )
         print(line)
     flags = cpu_flags()
     native = sorted(f for f in NATIVE_BF16_FLAGS if f in flags)
-    print(f"native bf16 flags: {', '.join(native) or 'none (bf16 is emulated here)'}")
-    out = {"recipe": recipe.name, "model_kwargs": recipe.model_kwargs, "batch_size": batch, "rounds": args.rounds,
-           "torch_threads": args.threads, "train_images": TRAIN_IMAGES, "native_bf16_flags": native,
-           "variants": rows}
-    path = write_result(args.result, out, dataset="synthetic random tensors", directory=args.out_dir)
+    print(
+        f"native bf16 flags: {', '.join(native) or 'none (bf16 is emulated here)'}"
+    )
+    out = {
+        "recipe": recipe.name,
+        "model_kwargs": recipe.model_kwargs,
+        "batch_size": batch,
+        "rounds": args.rounds,
+        "torch_threads": args.threads,
+        "train_images": TRAIN_IMAGES,
+        "native_bf16_flags": native,
+        "variants": rows,
+    }
+    path = write_result(
+        args.result,
+        out,
+        dataset="synthetic random tensors",
+        directory=args.out_dir,
+    )
     print(f"written {path}")
     return out
 

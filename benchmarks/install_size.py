@@ -7,6 +7,7 @@ PyTorch wheel depends on the CUDA libraries (the ``nvidia-*`` distributions) and
 the CPU wheel (``--index-url https://download.pytorch.org/whl/cpu``) needs neither, so their
 size is what a laptop learner saves, besides the smaller ``torch`` itself.
 """
+
 from __future__ import annotations
 
 import importlib.metadata as md
@@ -34,7 +35,9 @@ def measure() -> dict:
         if name and name not in seen:
             seen.add(name)
             sizes[name] = _size(dist)
-    gpu_only = {n: s for n, s in sizes.items() if n.startswith(GPU_ONLY_PREFIXES)}
+    gpu_only = {
+        n: s for n, s in sizes.items() if n.startswith(GPU_ONLY_PREFIXES)
+    }
     return {
         "environment_bytes": sum(sizes.values()),
         "torch_bytes": sizes.get("torch", 0),
@@ -48,11 +51,17 @@ def measure() -> dict:
 def main() -> None:
     start = time.perf_counter()
     data = measure()
-    path = write_result("install_size", data, dataset="none (installed files)",
-                        wall_time_s=time.perf_counter() - start)
+    path = write_result(
+        "install_size",
+        data,
+        dataset="none (installed files)",
+        wall_time_s=time.perf_counter() - start,
+    )
     gb = 1e9
-    print(f"environment {data['environment_bytes'] / gb:.2f} GB, torch {data['torch_bytes'] / gb:.2f} GB, "
-          f"GPU-only packages {data['gpu_only_bytes'] / gb:.2f} GB -> {path}")
+    print(
+        f"environment {data['environment_bytes'] / gb:.2f} GB, torch {data['torch_bytes'] / gb:.2f} GB, "
+        f"GPU-only packages {data['gpu_only_bytes'] / gb:.2f} GB -> {path}"
+    )
 
 
 if __name__ == "__main__":

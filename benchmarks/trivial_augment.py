@@ -15,6 +15,7 @@ in alternating order, to its end (``torch.cuda.synchronize`` on a GPU):
 Reports the fastest round's milliseconds per batch of each and the ratios to the course's version;
 writes ``results/bench_trivial_augment.json`` (``--out-dir`` elsewhere).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,19 +33,30 @@ from course_utils.training import data as cdata
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=None, help="default: the GPU where there is one, else the CPU")
+    parser.add_argument(
+        "--device",
+        default=None,
+        help="default: the GPU where there is one, else the CPU",
+    )
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=10, help="batches per round")
+    parser.add_argument(
+        "--repeats", type=int, default=10, help="batches per round"
+    )
     parser.add_argument("--out-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     device = torch.device(args.device) if args.device else pick_device()
-    raw = cdata.load_cifar10(allow_synthetic=True)  # the cost does not depend on the pictures
-    x = raw.train_images[:args.batch].to(device)
+    # the cost does not depend on the pictures
+    raw = cdata.load_cifar10(allow_synthetic=True)
+    x = raw.train_images[: args.batch].to(device)
     policy, g = v2.TrivialAugmentWide(), torch.Generator().manual_seed(0)
     ways = {
-        "torchvision, per image": lambda: torch.stack([policy(image) for image in x]),
-        "torchvision, per group of 16": lambda: torch.cat([policy(chunk) for chunk in x.split(16)]),
+        "torchvision, per image": lambda: torch.stack(
+            [policy(image) for image in x]
+        ),
+        "torchvision, per group of 16": lambda: torch.cat(
+            [policy(chunk) for chunk in x.split(16)]
+        ),
         "course, per image": lambda: augment.trivial_augment(x, g),
     }
 
@@ -53,24 +65,43 @@ def main(argv: list[str] | None = None) -> dict:
             torch.cuda.synchronize(device)
 
     seconds: dict[str, list[float]] = {name: [] for name in ways}
-    for r in range(args.rounds + 1):  # round 0 warms up (allocation, kernel choice)
-        for name in (list(ways) if r % 2 else list(ways)[::-1]):
+    # round 0 warms up (allocation, kernel choice)
+    for r in range(args.rounds + 1):
+        for name in list(ways) if r % 2 else list(ways)[::-1]:
             sync()
             start = time.perf_counter()
             for _ in range(args.repeats):
                 ways[name]()
             sync()
             if r:
-                seconds[name].append((time.perf_counter() - start) / args.repeats)
+                seconds[name].append(
+                    (time.perf_counter() - start) / args.repeats
+                )
     best = {name: min(s) for name, s in seconds.items()}
     course = best["course, per image"]
-    out = {"device": str(device), "batch": args.batch, "rounds": args.rounds, "repeats": args.repeats,
-           "threads": torch.get_num_threads(),
-           "ms_per_batch": {name: round(1000 * s, 3) for name, s in best.items()},
-           "ratio_to_course": {name: round(s / course, 2) for name, s in best.items()}}
+    out = {
+        "device": str(device),
+        "batch": args.batch,
+        "rounds": args.rounds,
+        "repeats": args.repeats,
+        "threads": torch.get_num_threads(),
+        "ms_per_batch": {
+            name: round(1000 * s, 3) for name, s in best.items()
+        },
+        "ratio_to_course": {
+            name: round(s / course, 2) for name, s in best.items()
+        },
+    }
     for name, s in best.items():
-        print(f"{name:30s} {1000 * s:8.2f} ms per batch of {args.batch}  ({s / course:5.2f}x the course's)")
-    path = write_result("bench_trivial_augment", out, dataset=raw.source, directory=args.out_dir)
+        print(
+            f"{name:30s} {1000 * s:8.2f} ms per batch of {args.batch}  ({s / course:5.2f}x the course's)"
+        )
+    path = write_result(
+        "bench_trivial_augment",
+        out,
+        dataset=raw.source,
+        directory=args.out_dir,
+    )
     print(f"written {path}")
     return out
 

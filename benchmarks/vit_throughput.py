@@ -19,6 +19,7 @@ default (identical parameter counts); vit-pytorch's has none, so it is compared 
 model built with ``qkv_bias=False`` (vit-pytorch then has 480 parameters more: the two LayerNorms
 around its patch Linear).  The course model with biases is reported against vit-pytorch too.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -28,9 +29,22 @@ import torch
 import torch.nn.functional as F
 
 from course_utils.results import write_result
-from course_utils.references.vit import ViT, count_parameters
 
-CFG = dict(img_size=32, patch_size=4, num_classes=10, dim=192, depth=6, num_heads=3, mlp_dim=384)
+# the course's ViT as the trainer trains it
+from course_utils.models.vit_fast import (
+    FastViT,
+)
+from course_utils.references.vit import count_parameters
+
+CFG = dict(
+    img_size=32,
+    patch_size=4,
+    num_classes=10,
+    dim=192,
+    depth=6,
+    num_heads=3,
+    mlp_dim=384,
+)
 BATCH, STEPS, ROUNDS = 128, 1, 41
 
 
@@ -38,21 +52,42 @@ def build() -> dict[str, torch.nn.Module]:
     import timm.models.vision_transformer as tv
     import vit_pytorch
 
+    # the control: the same model twice shows the benchmark's own noise
     return {
-        "course": ViT(**CFG),
-        "course_no_qkv_bias": ViT(**CFG, qkv_bias=False),
-        "course_again": ViT(**CFG),  # the control: the same model twice shows the benchmark's own noise
-        "timm": tv.VisionTransformer(img_size=32, patch_size=4, num_classes=10, embed_dim=192, depth=6, num_heads=3,
-                                     mlp_ratio=2.0, class_token=True, global_pool="token"),
-        "vit-pytorch": vit_pytorch.ViT(image_size=32, patch_size=4, num_classes=10, dim=192, depth=6, heads=3,
-                                       mlp_dim=384, dim_head=64, pool="cls"),
+        "course": FastViT(**CFG),
+        "course_no_qkv_bias": FastViT(**CFG, qkv_bias=False),
+        "course_again": FastViT(**CFG),
+        "timm": tv.VisionTransformer(
+            img_size=32,
+            patch_size=4,
+            num_classes=10,
+            embed_dim=192,
+            depth=6,
+            num_heads=3,
+            mlp_ratio=2.0,
+            class_token=True,
+            global_pool="token",
+        ),
+        "vit-pytorch": vit_pytorch.ViT(
+            image_size=32,
+            patch_size=4,
+            num_classes=10,
+            dim=192,
+            depth=6,
+            heads=3,
+            mlp_dim=384,
+            dim_head=64,
+            pool="cls",
+        ),
     }
 
 
-RATIOS = {"ratio_course_over_timm": ("course", "timm"),
-          "ratio_course_over_vit_pytorch": ("course_no_qkv_bias", "vit-pytorch"),
-          "ratio_course_with_qkv_bias_over_vit_pytorch": ("course", "vit-pytorch"),
-          "ratio_control_course_over_course_again": ("course", "course_again")}
+RATIOS = {
+    "ratio_course_over_timm": ("course", "timm"),
+    "ratio_course_over_vit_pytorch": ("course_no_qkv_bias", "vit-pytorch"),
+    "ratio_course_with_qkv_bias_over_vit_pytorch": ("course", "vit-pytorch"),
+    "ratio_control_course_over_course_again": ("course", "course_again"),
+}
 
 
 def measure(models: dict, amp: torch.dtype | None, rounds: int) -> dict:
@@ -67,14 +102,18 @@ def measure(models: dict, amp: torch.dtype | None, rounds: int) -> dict:
     (the course model against a second copy of itself) shows how far from 1.0 noise alone goes.
     """
     x, y = torch.randn(BATCH, 3, 32, 32), torch.randint(0, 10, (BATCH,))
-    opts = {k: torch.optim.AdamW(m.parameters(), 1e-3) for k, m in models.items()}
+    opts = {
+        k: torch.optim.AdamW(m.parameters(), 1e-3) for k, m in models.items()
+    }
 
     def steps(name: str, n: int) -> float:
         model, opt = models[name], opts[name]
         model.train()
         start = time.perf_counter()
         for _ in range(n):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp is not None):
+            with torch.autocast(
+                "cpu", dtype=torch.bfloat16, enabled=amp is not None
+            ):
                 loss = F.cross_entropy(model(x).float(), y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -86,14 +125,26 @@ def measure(models: dict, amp: torch.dtype | None, rounds: int) -> dict:
     names = list(models)
     rates = {name: [] for name in names}
     for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             rates[name].append(steps(name, STEPS))
-        print(f"{'bf16' if amp else 'float32'} round", r + 1, {k: round(v[-1]) for k, v in rates.items()}, flush=True)
-    out = {"train_img_per_s": {k: round(statistics.median(v), 1) for k, v in rates.items()}}
+        print(
+            f"{'bf16' if amp else 'float32'} round",
+            r + 1,
+            {k: round(v[-1]) for k, v in rates.items()},
+            flush=True,
+        )
+    out = {
+        "train_img_per_s": {
+            k: round(statistics.median(v), 1) for k, v in rates.items()
+        }
+    }
     for key, (a, b) in RATIOS.items():
         per_round = [ra / rb for ra, rb in zip(rates[a], rates[b])]
         out[key] = round(statistics.median(per_round), 3)
-        out[key.replace("ratio_", "range_")] = [round(min(per_round), 3), round(max(per_round), 3)]
+        out[key.replace("ratio_", "range_")] = [
+            round(min(per_round), 3),
+            round(max(per_round), 3),
+        ]
     out["all_rounds"] = rates
     return out
 
@@ -107,7 +158,9 @@ def matmul_gflops(n: int = 512, repeats: int = 5) -> dict[str, float]:
         start = time.perf_counter()
         for _ in range(repeats):
             a @ b
-        out[str(dtype).replace("torch.", "")] = round(2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e9, 1)
+        out[str(dtype).replace("torch.", "")] = round(
+            2 * n**3 * repeats / (time.perf_counter() - start) / 1e9, 1
+        )
     return out
 
 
@@ -116,24 +169,42 @@ def main(force_bf16: bool = False, rounds: int | None = None) -> dict:
     torch.manual_seed(0)
     models = build()
     wall = time.perf_counter()
-    result = {"config": CFG, "batch_size": BATCH, "steps_per_round": STEPS, "rounds": rounds,
-              "torch_threads": torch.get_num_threads(),
-              "parameters": {k: count_parameters(m) for k, m in models.items()}}
+    result = {
+        "config": CFG,
+        "batch_size": BATCH,
+        "steps_per_round": STEPS,
+        "rounds": rounds,
+        "torch_threads": torch.get_num_threads(),
+        "parameters": {k: count_parameters(m) for k, m in models.items()},
+    }
     result["matmul_gflops"] = probe = matmul_gflops()
     for label, amp in (("float32", None), ("bf16_autocast", torch.bfloat16)):
-        if amp is not None and probe["bfloat16"] < probe["float32"] and not force_bf16:
-            result[label] = {"skipped": f"bf16 matmul {probe['bfloat16']} GFLOP/s < float32 {probe['float32']} "
-                                        "GFLOP/s on this CPU (no native bf16); the trainer's amp=auto picks float32 here"}
+        if (
+            amp is not None
+            and probe["bfloat16"] < probe["float32"]
+            and not force_bf16
+        ):
+            result[label] = {
+                "skipped": f"bf16 matmul {probe['bfloat16']} GFLOP/s < float32 {probe['float32']} "
+                "GFLOP/s on this CPU (no native bf16); the trainer's amp=auto picks float32 here"
+            }
             print(f"{label}: {result[label]['skipped']}")
             continue
         result[label] = measure(models, amp, rounds)
-        print(f"{label}: median img/s {result[label]['train_img_per_s']}; course/timm "
-              f"{result[label]['ratio_course_over_timm']} (rounds {result[label]['range_course_over_timm']}), "
-              f"course/vit-pytorch {result[label]['ratio_course_over_vit_pytorch']} "
-              f"(rounds {result[label]['range_course_over_vit_pytorch']}); target >= 1.0; control course/course "
-              f"{result[label]['ratio_control_course_over_course_again']} "
-              f"(rounds {result[label]['range_control_course_over_course_again']})")
-    write_result("bench_vit_throughput", result, dataset="synthetic random tensors", wall_time_s=time.perf_counter() - wall)
+        print(
+            f"{label}: median img/s {result[label]['train_img_per_s']}; course/timm "
+            f"{result[label]['ratio_course_over_timm']} (rounds {result[label]['range_course_over_timm']}), "
+            f"course/vit-pytorch {result[label]['ratio_course_over_vit_pytorch']} "
+            f"(rounds {result[label]['range_course_over_vit_pytorch']}); target >= 1.0; control course/course "
+            f"{result[label]['ratio_control_course_over_course_again']} "
+            f"(rounds {result[label]['range_control_course_over_course_again']})"
+        )
+    write_result(
+        "bench_vit_throughput",
+        result,
+        dataset="synthetic random tensors",
+        wall_time_s=time.perf_counter() - wall,
+    )
     return result
 
 
@@ -141,7 +212,16 @@ if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--force-bf16", action="store_true", help="measure bf16 even where the probe says it is emulated")
-    parser.add_argument("--rounds", type=int, default=ROUNDS, help="rounds of every model (default %(default)s)")
+    parser.add_argument(
+        "--force-bf16",
+        action="store_true",
+        help="measure bf16 even where the probe says it is emulated",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=ROUNDS,
+        help="rounds of every model (default %(default)s)",
+    )
     args = parser.parse_args()
     main(force_bf16=args.force_bf16, rounds=args.rounds)

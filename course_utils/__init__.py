@@ -10,18 +10,24 @@
 - ``models/``: networks the chapters build from the references (the encoder-decoder
   ``transformer``, the ``resnet`` baseline, ``torch_interop`` with PyTorch's attention layer,
   ``twins``: graded layers computed by PyTorch's own functions, for the class edition);
-- ``training/``: CIFAR-10 ``data``, ``recipes`` (typed configs), the ``trainer`` (the one
-  optimisation loop), and what trains through it: chapter 04's ``toy_task``, chapter 06's
-  ``seq2seq_task``, chapter 08's ``sweep``; ``evidence``: reading runs against runs;
+- ``training/``: CIFAR-10 ``data``, ``recipes`` (the ``Recipe`` type and its one override
+  path), the ``trainer`` (the one optimisation loop), and what trains through it: chapter 04's
+  ``toy_task``, chapter 06's ``seq2seq_task``, the ``sweep`` machinery; ``evidence``: reading
+  runs against runs.  Mechanism only: sizes, seeds and budgets come in as arguments;
 - ``grading/``: ``checks`` (visible and hidden tests), ``pristine`` copies, ``isolation``
   helpers, test ``doubles``, and the instructor's class-grading machinery;
+- ``experiments/``: every number of a particular run, one module per ``results/ch*`` family
+  (the named recipes, chapter 01's score functions ... chapter 08's budgets and ladder, the GPU
+  runs), each runnable as ``python -m course_utils.experiments.<name>``; it imports no ``grading``, and
+  only ``cli`` imports it;
 - ``cli/``: thin command-line programs (``python -m course_utils.cli.<name> --help``).
 
 Internal imports are relative so that ``grading.pristine()`` can load a private copy.
 """
+
 __version__ = "0.1.0"
 
-import sys as _sys  # noqa: E402
+import sys as _sys
 
 # Snapshot PyTorch's and Python's functions before any learner code runs: graded tests check that
 # nothing has rebound them since (grading/integrity.py).  A notebook imports torch before the
@@ -29,4 +35,4 @@ import sys as _sys  # noqa: E402
 # grading driver and its workers) runs no learner code and is spared the import.  Grading kernels
 # take the snapshot at start-up in any case (grading/cell_hooks.py).
 if "torch" in _sys.modules:
-    from .grading import integrity as _integrity  # noqa: E402,F401
+    from .grading import integrity as _integrity  # noqa: F401

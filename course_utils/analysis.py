@@ -4,6 +4,7 @@
 position depends on: chapter 06 uses it to show that a causal mask lets nothing flow back from
 the future.  (Reading runs against runs is ``training/evidence.py``.)
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -23,6 +24,11 @@ def dependence_matrix(fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     Jacobian, so a zero entry is exactly zero, not a cancellation in a sum of gradients.
     """
     if x.dim() != 2:
-        raise ValueError(f"dependence_matrix: x must be one sequence of shape (n, d), got {tuple(x.shape)}")
-    jac = torch.autograd.functional.jacobian(lambda inp: fn(inp.unsqueeze(0)).squeeze(0), x)  # (n, d_out, n, d)
+        raise ValueError(
+            f"dependence_matrix: x must be one sequence of shape (n, d), got {tuple(x.shape)}"
+        )
+    # (n, d_out, n, d)
+    jac = torch.autograd.functional.jacobian(
+        lambda inp: fn(inp.unsqueeze(0)).squeeze(0), x
+    )
     return jac.pow(2).sum(dim=(1, 3)).sqrt()

@@ -5,6 +5,7 @@ through ``atomic_path``: the content is written to a temporary file beside the t
 then replaces the target in one step (``os.replace``), so a reader sees the old file or the
 new one, never a mixture.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -22,12 +23,15 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; when the block ends without an error, it becomes ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, name = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
+    )
     os.close(fd)
     tmp = Path(name)
     try:
         yield tmp
-        os.chmod(tmp, 0o644)  # mkstemp makes private files; these are for everyone
+        # mkstemp makes private files; these are for everyone
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -41,7 +45,9 @@ def write_text(path: str | Path, text: str) -> Path:
 
 def write_json(path: str | Path, obj: Any, *, indent: int = 1) -> Path:
     """``obj`` as JSON (floats for anything JSON cannot hold, e.g. numpy scalars), newline-terminated."""
-    return write_text(path, json.dumps(obj, indent=indent, default=float) + "\n")
+    return write_text(
+        path, json.dumps(obj, indent=indent, default=float) + "\n"
+    )
 
 
 def torch_save(obj: Any, path: str | Path) -> Path:

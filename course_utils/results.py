@@ -6,6 +6,7 @@ dataset, the split used for model selection and the wall time, as the course spe
 requires.  Chapters read results with ``read_result(name)``; scripts write them with
 ``write_result``.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -22,14 +23,20 @@ from typing import Any
 from . import settings
 from .files import atomic_path
 
-INSTALLED_RESULTS = Path("share") / "attention-course" / "results"  # pyproject.toml's data-files
+# pyproject.toml's data-files
+INSTALLED_RESULTS = Path("share") / "attention-course" / "results"
 
 
 def checkout_root() -> Path | None:
     """The course repository this package runs from (itself or an editable install of it), or
     None for an installed copy: the one place that knows where the package sits in a checkout."""
     root = Path(__file__).resolve().parent.parent
-    return root if (root / "pyproject.toml").is_file() and (root / "course_utils").is_dir() else None
+    return (
+        root
+        if (root / "pyproject.toml").is_file()
+        and (root / "course_utils").is_dir()
+        else None
+    )
 
 
 def find_results_dir() -> Path:
@@ -80,11 +87,20 @@ def code_digest(root: Path) -> str:
     h = hashlib.sha256()
     for top in _CODE_PATHS:
         base = root / top
-        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
+        files = (
+            [base]
+            if base.is_file()
+            else sorted(p for p in base.rglob("*") if p.is_file())
+        )
         for path in files:
             if "__pycache__" in path.parts or path.suffix == ".pyc":
                 continue
-            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+            h.update(
+                str(path.relative_to(root)).encode()
+                + b"\0"
+                + path.read_bytes()
+                + b"\0"
+            )
     return h.hexdigest()
 
 
@@ -95,10 +111,19 @@ def code_stamp() -> Path:
     commit's.  Raises RuntimeError when the code differs from the commit (commit first)."""
     root = checkout_root()
     version = code_version()
-    if root is None or not version or "+" in version or version.startswith("unknown"):
-        raise RuntimeError(f"code_stamp: the code is not a clean commit ({version}); commit it first")
+    if (
+        root is None
+        or not version
+        or "+" in version
+        or version.startswith("unknown")
+    ):
+        raise RuntimeError(
+            f"code_stamp: the code is not a clean commit ({version}); commit it first"
+        )
     path = root / STAMP_FILE
-    path.write_text(json.dumps({"commit": version, "digest": code_digest(root)}) + "\n")
+    path.write_text(
+        json.dumps({"commit": version, "digest": code_digest(root)}) + "\n"
+    )
     return path
 
 
@@ -108,7 +133,11 @@ def _stamped(root: Path) -> str | None:
         stamp = json.loads((root / STAMP_FILE).read_text())
     except (OSError, ValueError):
         return None
-    return stamp.get("commit") if stamp.get("digest") == code_digest(root) else None
+    return (
+        stamp.get("commit")
+        if stamp.get("digest") == code_digest(root)
+        else None
+    )
 
 
 @functools.cache
@@ -129,11 +158,27 @@ def code_version() -> str:
     if root is None:
         return "unknown (an installed copy, not a git checkout)"
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
-                                *_CODE_PATHS], cwd=root,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            [
+                "git",
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                *_CODE_PATHS,
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         if dirty:  # the git metadata may be older than the files (a copy of the tree): a stamp knows
             return _stamped(root) or commit + "+uncommitted-changes"
         return commit
@@ -164,7 +209,9 @@ def cpu_flags() -> set[str]:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return set()
-    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    line = next(
+        (ln for ln in text.splitlines() if ln.startswith("flags")), ""
+    )
     return set(line.partition(":")[2].split())
 
 
@@ -186,7 +233,10 @@ def hardware() -> dict[str, Any]:
         "gpu": None,
     }
     if torch.cuda.is_available():
-        info["gpu"] = {"name": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
+        info["gpu"] = {
+            "name": torch.cuda.get_device_name(0),
+            "count": torch.cuda.device_count(),
+        }
     return info
 
 
@@ -194,12 +244,23 @@ def machine(info: dict[str, Any] | None = None) -> dict[str, Any]:
     """The part of ``hardware()`` (or of a stored copy, ``info``) that names a machine: cpu, its vector
     extension (where recorded), cores, gpu."""
     info = hardware() if info is None else info
-    return {k: v for k, v in info.items() if k in ("cpu", "cpu_vector", "cpu_cores", "gpu")}
+    return {
+        k: v
+        for k, v in info.items()
+        if k in ("cpu", "cpu_vector", "cpu_cores", "gpu")
+    }
 
 
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
-    for name in ("torch", "torchvision", "numpy", "timm", "vit_pytorch", "einops"):
+    for name in (
+        "torch",
+        "torchvision",
+        "numpy",
+        "timm",
+        "vit_pytorch",
+        "einops",
+    ):
         module = sys.modules.get(name)
         if module is None:
             try:
@@ -219,33 +280,62 @@ def _invocation() -> list[str]:
     return [Path(argv[0]).name, *argv[1:]]
 
 
-def provenance(*, dataset: str, split: str | None = None, wall_time_s: float | None = None,
-               command: str | None = None, git_commit: str | None = None) -> dict[str, Any]:
+def provenance(
+    *,
+    dataset: str,
+    split: str | None = None,
+    wall_time_s: float | None = None,
+    command: str | None = None,
+    git_commit: str | None = None,
+) -> dict[str, Any]:
     """The record a result file carries (see the module docstring)."""
     return {
-        "command": command or " ".join(shlex.quote(a) for a in _invocation()),
+        "command": command
+        or " ".join(shlex.quote(a) for a in _invocation()),
         "git_commit": git_commit or code_version(),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(
+            timespec="seconds"
+        ),
         "hardware": hardware(),
         "versions": versions(),
         "dataset": dataset,
         "selection_split": split,
-        "wall_time_s": None if wall_time_s is None else round(float(wall_time_s), 2),
+        "wall_time_s": None
+        if wall_time_s is None
+        else round(float(wall_time_s), 2),
     }
 
 
-def write_result(name: str, data: dict[str, Any], *, dataset: str, split: str | None = None,
-                 wall_time_s: float | None = None, command: str | None = None,
-                 directory: Path | None = None, git_commit: str | None = None) -> Path:
+def write_result(
+    name: str,
+    data: dict[str, Any],
+    *,
+    dataset: str,
+    split: str | None = None,
+    wall_time_s: float | None = None,
+    command: str | None = None,
+    directory: Path | None = None,
+    git_commit: str | None = None,
+) -> Path:
     """Write ``results/<name>.json`` atomically (a killed writer never leaves half a file)."""
     directory = Path(directory or RESULTS_DIR)
     directory.mkdir(parents=True, exist_ok=True)
-    record = {"provenance": provenance(dataset=dataset, split=split, wall_time_s=wall_time_s, command=command,
-                                       git_commit=git_commit),
-              "data": data}
+    record = {
+        "provenance": provenance(
+            dataset=dataset,
+            split=split,
+            wall_time_s=wall_time_s,
+            command=command,
+            git_commit=git_commit,
+        ),
+        "data": data,
+    }
     path = directory / f"{name}.json"
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(record, indent=1, sort_keys=False, default=float) + "\n")
+        tmp.write_text(
+            json.dumps(record, indent=1, sort_keys=False, default=float)
+            + "\n"
+        )
     return path
 
 
@@ -258,7 +348,9 @@ def commit_label(provenance: dict[str, Any]) -> str:
     return short + plus + rest
 
 
-def read_result(name: str, *, directory: Path | None = None) -> dict[str, Any]:
+def read_result(
+    name: str, *, directory: Path | None = None
+) -> dict[str, Any]:
     """Load ``results/<name>.json``; a missing file raises an error that says how to make it."""
     path = Path(directory or RESULTS_DIR) / f"{name}.json"
     if not path.exists():

@@ -6,6 +6,7 @@ under CI (``CI=true``) or when a learner asks for it (``COURSE_FAST=1``), those 
 shrink their work so that a notebook runs in seconds.  ``COURSE_FAST=0`` forces full
 runs even under CI.
 """
+
 from __future__ import annotations
 
 import os

@@ -19,6 +19,7 @@
 
 Modules read these through ``get``, so each name, default and meaning lives here only.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,25 +33,77 @@ class Setting:
     about: str
 
 
-SETTINGS: dict[str, Setting] = {s.name: s for s in [
-    Setting("COURSE_FAST", None, "1: small versions of expensive cells; 0: full runs; unset: small under nbgrader and CI"),
-    Setting("COURSE_DEVICE", None, "device to use instead of the best available (cpu, cuda, mps)"),
-    Setting("COURSE_CACHE", os.path.join("~", ".cache", "attention-course"), "CIFAR-10 download and tensor cache"),
-    Setting("COURSE_CIFAR10", None, "a CIFAR-10 copy: torchvision format, image folder, or .tar.gz"),
-    Setting("COURSE_RESULTS_DIR", None, "result files (default: the checkout's results/, else the installed copy)"),
-    Setting("COURSE_CELL_TIMEOUT", "60", "seconds a notebook cell may run while graded"),
-    Setting("COURSE_KERNEL_STARTUP_TIMEOUT", "120", "seconds a grading kernel may take to start (then one retry)"),
-    Setting("COURSE_DB_URL", None, "gradebook database URL (default: SQLite in autograde/)"),
-    Setting("COURSE_KERNEL_MEM_LIMIT", None, "bytes a grading kernel may use (set by the grader)"),
-    Setting("COURSE_FORKSERVER", None, "socket of a grading worker's fork server (set by the grader)"),
-    Setting("COURSE_SANDBOXED", None, "1: the fork server is sandboxed; no kernel starts outside it (set by the grader)"),
-    Setting("COURSE_PACKAGE", None, "what a notebook's setup cell installs when course_utils is missing"),
-]}
+SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in [
+        Setting(
+            "COURSE_FAST",
+            None,
+            "1: small versions of expensive cells; 0: full runs; unset: small under nbgrader and CI",
+        ),
+        Setting(
+            "COURSE_DEVICE",
+            None,
+            "device to use instead of the best available (cpu, cuda, mps)",
+        ),
+        Setting(
+            "COURSE_CACHE",
+            os.path.join("~", ".cache", "attention-course"),
+            "CIFAR-10 download and tensor cache",
+        ),
+        Setting(
+            "COURSE_CIFAR10",
+            None,
+            "a CIFAR-10 copy: torchvision format, image folder, or .tar.gz",
+        ),
+        Setting(
+            "COURSE_RESULTS_DIR",
+            None,
+            "result files (default: the checkout's results/, else the installed copy)",
+        ),
+        Setting(
+            "COURSE_CELL_TIMEOUT",
+            "60",
+            "seconds a notebook cell may run while graded",
+        ),
+        Setting(
+            "COURSE_KERNEL_STARTUP_TIMEOUT",
+            "120",
+            "seconds a grading kernel may take to start (then one retry)",
+        ),
+        Setting(
+            "COURSE_DB_URL",
+            None,
+            "gradebook database URL (default: SQLite in autograde/)",
+        ),
+        Setting(
+            "COURSE_KERNEL_MEM_LIMIT",
+            None,
+            "bytes a grading kernel may use (set by the grader)",
+        ),
+        Setting(
+            "COURSE_FORKSERVER",
+            None,
+            "socket of a grading worker's fork server (set by the grader)",
+        ),
+        Setting(
+            "COURSE_SANDBOXED",
+            None,
+            "1: the fork server is sandboxed; no kernel starts outside it (set by the grader)",
+        ),
+        Setting(
+            "COURSE_PACKAGE",
+            None,
+            "what a notebook's setup cell installs when course_utils is missing",
+        ),
+    ]
+}
 
 
 def get(name: str) -> str | None:
     """The variable's value, or its default; an empty value counts as unset."""
-    setting = SETTINGS[name]  # a KeyError here means a variable not documented above
+    # a KeyError here means a variable not documented above
+    setting = SETTINGS[name]
     value = os.environ.get(name, "").strip()
     if value:
         return value

@@ -1,4 +1,5 @@
 """Fixtures shared by the release and grading tests: a throw-away copy of the course."""
+
 from __future__ import annotations
 
 import os
@@ -14,15 +15,31 @@ from tests.helpers import ROOT, chapter_ids
 BIN = Path(sys.executable).parent
 
 
-def nbgrader(course: Path, *args: str, env_extra: dict | None = None, timeout: int = 1800) -> subprocess.CompletedProcess:
+def nbgrader(
+    course: Path,
+    *args: str,
+    env_extra: dict | None = None,
+    timeout: int = 1800,
+) -> subprocess.CompletedProcess:
     """Run nbgrader in ``course/autograde`` with the course's config, as `make` does."""
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    env.pop("CI", None)  # grading must behave as it does on an instructor's machine
+    env = dict(
+        os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+    )
+    # grading must behave as it does on an instructor's machine
+    env.pop("CI", None)
     env.update(env_extra or {})
-    proc = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course / "autograde", env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [str(BIN / "nbgrader"), *args],
+        cwd=course / "autograde",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if proc.returncode != 0:
-        raise AssertionError(f"nbgrader {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+        raise AssertionError(
+            f"nbgrader {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+        )
     return proc
 
 
@@ -41,12 +58,23 @@ for cid in sys.argv[1:]:
 def release(course: Path, ids: list[str]) -> None:
     """``nbgrader generate_assignment`` for each id, in one process (nbgrader's start-up costs
     seconds; the course fixture releases every chapter)."""
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")  # nbgrader runs alembic
+    # nbgrader runs alembic
+    env = dict(
+        os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+    )
     env.pop("CI", None)
-    proc = subprocess.run([sys.executable, "-c", _RELEASE, *ids], cwd=course / "autograde", env=env,
-                          capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, "-c", _RELEASE, *ids],
+        cwd=course / "autograde",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if proc.returncode != 0:
-        raise AssertionError(f"release of {ids} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+        raise AssertionError(
+            f"release of {ids} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -55,14 +83,20 @@ def course(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("course")
     shutil.copytree(ROOT / "solutions", root / "solutions")
     (root / "autograde").mkdir()
-    shutil.copy2(ROOT / "autograde" / "nbgrader_config.py", root / "autograde" / "nbgrader_config.py")
+    shutil.copy2(
+        ROOT / "autograde" / "nbgrader_config.py",
+        root / "autograde" / "nbgrader_config.py",
+    )
     release(root, chapter_ids())
     return root
 
 
 def pytest_addoption(parser):
-    parser.addoption("--skips-file", default=None,
-                     help="also write the end-of-run lines on skipped checks to this file (tools/run_tests.py)")
+    parser.addoption(
+        "--skips-file",
+        default=None,
+        help="also write the end-of-run lines on skipped checks to this file (tools/run_tests.py)",
+    )
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -72,10 +106,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     reasons: dict[str, int] = {}
     for report in terminalreporter.stats.get("skipped", []):
         longrepr = report.longrepr
-        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = (
+            longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        )
         reason = reason.removeprefix("Skipped: ")
         reasons[reason] = reasons.get(reason, 0) + 1
-    lines = [f"skipped {n} test(s): {reason}" for reason, n in sorted(reasons.items())]
+    lines = [
+        f"skipped {n} test(s): {reason}"
+        for reason, n in sorted(reasons.items())
+    ]
     if lines:
         terminalreporter.section("checks skipped, and why")
         for line in lines:

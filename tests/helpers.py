@@ -1,4 +1,5 @@
 """What several test modules need: where things are, and the text that must never leak."""
+
 from __future__ import annotations
 
 import re
@@ -8,16 +9,26 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
-from course_utils.grading.markers import HIDDEN as _HIDDEN, SOLUTION as _SOLUTION  # noqa: E402
+from course_utils.grading.markers import (  # noqa: E402
+    HIDDEN as _HIDDEN,
+    SOLUTION as _SOLUTION,
+)
+
 MIN_LEN = 12  # shorter lines ("cases = []") are too generic to prove a leak
 
 
 def chapter_ids() -> list[str]:
-    return sorted(p.name for p in (ROOT / "solutions").iterdir() if (p / f"{p.name}.ipynb").is_file())
+    return sorted(
+        p.name
+        for p in (ROOT / "solutions").iterdir()
+        if (p / f"{p.name}.ipynb").is_file()
+    )
 
 
 def solution_notebook(cid: str) -> nbformat.NotebookNode:
-    return nbformat.read(ROOT / "solutions" / cid / f"{cid}.ipynb", as_version=4)
+    return nbformat.read(
+        ROOT / "solutions" / cid / f"{cid}.ipynb", as_version=4
+    )
 
 
 @lru_cache(maxsize=None)
@@ -31,16 +42,25 @@ def reference_definitions() -> dict[str, str]:
         text = path.read_text(encoding="utf-8")
         for node in ast.parse(text).body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                found.setdefault(node.name, ast.get_source_segment(text, node))
+                found.setdefault(
+                    node.name, ast.get_source_segment(text, node)
+                )
     return found
 
 
 def _lines(blocks) -> set[str]:
-    return {line.strip() for block in blocks for line in block.splitlines() if len(line.strip()) >= MIN_LEN}
+    return {
+        line.strip()
+        for block in blocks
+        for line in block.splitlines()
+        if len(line.strip()) >= MIN_LEN
+    }
 
 
 @lru_cache(maxsize=None)
-def _blocks(cid: str, pattern: re.Pattern) -> tuple[frozenset[str], frozenset[str]]:
+def _blocks(
+    cid: str, pattern: re.Pattern
+) -> tuple[frozenset[str], frozenset[str]]:
     """(lines inside the pattern's blocks, lines elsewhere) of one source notebook."""
     inside, outside = [], []
     for cell in solution_notebook(cid).cells:
@@ -52,7 +72,9 @@ def _blocks(cid: str, pattern: re.Pattern) -> tuple[frozenset[str], frozenset[st
 def _distinctive(cid: str, pattern: re.Pattern) -> frozenset[str]:
     """Lines inside the pattern's blocks of ``cid`` that appear outside such blocks in no chapter
     (a line a chapter shows on purpose, e.g. an import, proves no leak)."""
-    shown = frozenset().union(*(_blocks(other, pattern)[1] for other in chapter_ids()))
+    shown = frozenset().union(
+        *(_blocks(other, pattern)[1] for other in chapter_ids())
+    )
     return _blocks(cid, pattern)[0] - shown
 
 
@@ -91,7 +113,7 @@ def grading_sandbox() -> bool:
     """Whether the grading tests grade in the bubblewrap sandbox (course_utils.grading.sandbox):
     where it can start, and always under CI (make test installs bubblewrap; a missing one then
     fails loudly).  Elsewhere (no bubblewrap, not root, not Linux) they grade without it; the
-    hostile-submission tests (tests/test_sandbox.py) then skip and say why."""
+    hostile-submission tests (tests/grading/test_sandbox.py) then skip and say why."""
     import os
 
     from course_utils.grading.sandbox import unavailable

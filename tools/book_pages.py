@@ -26,6 +26,7 @@ stay.
 
 Pages are build artefacts (git-ignored): never edit them, edit the solution notebook.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,12 @@ from nbformat.v4 import new_markdown_cell
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from a checkout
 
-from course_utils.grading.markers import (MARKERS, replace_solutions_with_stub, strip_hidden_tests,  # noqa: E402
-                                          strip_solution_markers)
+from course_utils.grading.markers import (  # noqa: E402
+    MARKERS,
+    replace_solutions_with_stub,
+    strip_hidden_tests,
+    strip_solution_markers,
+)
 
 
 def course_links(cid: str, config: dict) -> str:
@@ -55,19 +60,34 @@ def course_links(cid: str, config: dict) -> str:
     path = f"notebooks/{cid}/{cid}.ipynb"
     links = [f"{{download}}`Download the exercise notebook <../../{path}>`"]
     if repo.startswith("https://github.com/"):
-        links.append(f"[Open in Colab](https://colab.research.google.com/github/"
-                     f"{repo.removeprefix('https://github.com/')}/blob/{branch}/{path})")
+        links.append(
+            f"[Open in Colab](https://colab.research.google.com/github/"
+            f"{repo.removeprefix('https://github.com/')}/blob/{branch}/{path})"
+        )
     if repo and hub:
         name = repo.split("/")[-1].removesuffix(".git")
-        query = urlencode({"repo": repo, "branch": branch, "urlpath": f"lab/tree/{name}/{path}"}, quote_via=quote)
+        query = urlencode(
+            {
+                "repo": repo,
+                "branch": branch,
+                "urlpath": f"lab/tree/{name}/{path}",
+            },
+            quote_via=quote,
+        )
         # Raw HTML, not a Markdown link: MyST escapes the query's "&" twice in a Markdown link's
         # address (MyST-Parser issue 760), which breaks nbgitpuller's parameters.
-        links.append(f'<a href="{html.escape(f"{hub}/hub/user-redirect/git-pull?{query}")}">Open on the JupyterHub</a>')
-    return (":::{admonition} Do the exercises\n:class: note\n" + " · ".join(links) + "\n\n"
-            "These links give the **student version** of this chapter: the same text and code, with each "
-            "graded exercise left for you to write (`raise NotImplementedError()`) and the hidden tests "
-            "removed. They never give the solutions shown on this page. "
-            "[Setting up](../setup.md) explains laptops, Colab and JupyterHubs.\n:::")
+        links.append(
+            f'<a href="{html.escape(f"{hub}/hub/user-redirect/git-pull?{query}")}">Open on the JupyterHub</a>'
+        )
+    return (
+        ":::{admonition} Do the exercises\n:class: note\n"
+        + " · ".join(links)
+        + "\n\n"
+        "These links give the **student version** of this chapter: the same text and code, with each "
+        "graded exercise left for you to write (`raise NotImplementedError()`) and the hidden tests "
+        "removed. They never give the solutions shown on this page. "
+        "[Setting up](../setup.md) explains laptops, Colab and JupyterHubs.\n:::"
+    )
 
 
 def _fold(cell, show: str, hide: str) -> None:
@@ -75,13 +95,20 @@ def _fold(cell, show: str, hide: str) -> None:
     if "hide-input" not in tags:
         tags.append("hide-input")
     # merge: authors keep their own MyST-NB settings (e.g. image alt text) on the cell
-    cell.metadata["mystnb"] = {**cell.metadata.get("mystnb", {}), "code_prompt_show": show, "code_prompt_hide": hide}
+    cell.metadata["mystnb"] = {
+        **cell.metadata.get("mystnb", {}),
+        "code_prompt_show": show,
+        "code_prompt_hide": hide,
+    }
 
 
 def answer_outputs(nb: nbformat.NotebookNode) -> set[int]:
     """Indices of the code cells whose stored outputs the solutions made: answers, tests, and
     every cell that reads a name an answer bound, or a name bound by such a cell, and so on."""
-    from course_utils.grading.markers import reads_and_binds  # the skip-while-grading rule's reading
+    # the skip-while-grading rule's reading
+    from course_utils.grading.markers import (
+        reads_and_binds,
+    )
 
     tainted: set[str] = set()
     found = set()
@@ -94,12 +121,18 @@ def answer_outputs(nb: nbformat.NotebookNode) -> set[int]:
             found.add(i)
             tainted |= binds
         else:
-            tainted -= binds  # rebound from the course's own values: clean again
+            tainted -= (
+                binds  # rebound from the course's own values: clean again
+            )
     return found
 
 
-def page_from_solution(nb: nbformat.NotebookNode, *, solutions: bool = True, header: str | None = None
-                       ) -> nbformat.NotebookNode:
+def page_from_solution(
+    nb: nbformat.NotebookNode,
+    *,
+    solutions: bool = True,
+    header: str | None = None,
+) -> nbformat.NotebookNode:
     """The reader's version of a solution notebook (see the module docstring); ``header`` is
     Markdown put right under the chapter's title."""
     page = copy.deepcopy(nb)
@@ -109,12 +142,20 @@ def page_from_solution(nb: nbformat.NotebookNode, *, solutions: bool = True, hea
         if index in made_by_answers:
             cell.outputs, cell.execution_count = [], None
         grader = cell.metadata.pop("nbgrader", None) or {}
-        if grader.get("grade") and not grader.get("solution") and cell.cell_type == "code":
+        if (
+            grader.get("grade")
+            and not grader.get("solution")
+            and cell.cell_type == "code"
+        ):
             cell.source = strip_hidden_tests(cell.source)
             if not cell.source.strip():
                 continue  # a cell of hidden tests only: nothing for readers
             _fold(cell, "Show tests", "Hide tests")
-        elif grader.get("solution") and cell.cell_type == "code" and not solutions:
+        elif (
+            grader.get("solution")
+            and cell.cell_type == "code"
+            and not solutions
+        ):
             cell.source = replace_solutions_with_stub(cell.source)
             cell.outputs = []
         elif grader.get("solution") and cell.cell_type == "code":
@@ -127,15 +168,24 @@ def page_from_solution(nb: nbformat.NotebookNode, *, solutions: bool = True, hea
             cell.source = f":::{{dropdown}} Show answer\n{answer}\n:::"
         leftover = [m for m in MARKERS if m in cell.source]
         if leftover:
-            raise ValueError(f"nbgrader marker {leftover[0]!r} left in a cell after conversion:\n{cell.source[:200]}")
+            raise ValueError(
+                f"nbgrader marker {leftover[0]!r} left in a cell after conversion:\n{cell.source[:200]}"
+            )
         cells.append(cell)
     if header and cells:
         # right under the chapter's title, which opens the first cell
         first = cells[0]
         title, _, rest = first.source.partition("\n")
-        if first.cell_type == "markdown" and title.startswith("# ") and rest.strip():
+        if (
+            first.cell_type == "markdown"
+            and title.startswith("# ")
+            and rest.strip()
+        ):
             first.source = title
-            cells[1:1] = [new_markdown_cell(header), new_markdown_cell(rest.strip("\n"))]
+            cells[1:1] = [
+                new_markdown_cell(header),
+                new_markdown_cell(rest.strip("\n")),
+            ]
         else:
             cells.insert(1, new_markdown_cell(header))
     page.cells = cells
@@ -144,20 +194,34 @@ def page_from_solution(nb: nbformat.NotebookNode, *, solutions: bool = True, hea
 
 
 def chapter_ids(root: Path = ROOT) -> list[str]:
-    return sorted(p.name for p in (root / "solutions").iterdir() if (p / f"{p.name}.ipynb").is_file())
+    return sorted(
+        p.name
+        for p in (root / "solutions").iterdir()
+        if (p / f"{p.name}.ipynb").is_file()
+    )
 
 
-def build_pages(root: Path = ROOT, out_dir: Path | None = None, *, solutions: bool = True) -> list[Path]:
+def build_pages(
+    root: Path = ROOT, out_dir: Path | None = None, *, solutions: bool = True
+) -> list[Path]:
     out_dir = out_dir or root / "book" / "chapters"
     config = yaml.safe_load((root / "_config.yml").read_text())
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for cid in chapter_ids(root):
-        nb = nbformat.read(root / "solutions" / cid / f"{cid}.ipynb", as_version=4)
-        if not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"):
-            raise SystemExit(f"{cid}: the solution notebook has no stored outputs; run `make execute` first")
+        nb = nbformat.read(
+            root / "solutions" / cid / f"{cid}.ipynb", as_version=4
+        )
+        if not any(
+            c.get("outputs") for c in nb.cells if c.cell_type == "code"
+        ):
+            raise SystemExit(
+                f"{cid}: the solution notebook has no stored outputs; run `make execute` first"
+            )
         target = out_dir / f"{cid}.ipynb"
-        page = page_from_solution(nb, solutions=solutions, header=course_links(cid, config))
+        page = page_from_solution(
+            nb, solutions=solutions, header=course_links(cid, config)
+        )
         nbformat.write(page, target)
         written.append(target)
     # Pages of chapters that no longer exist must not linger in the book.
@@ -168,12 +232,24 @@ def build_pages(root: Path = ROOT, out_dir: Path | None = None, *, solutions: bo
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default: book/chapters)")
-    parser.add_argument("--no-solutions", action="store_true",
-                        help="leave solutions out (for a class that is being graded): code becomes the stub")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output folder (default: book/chapters)",
+    )
+    parser.add_argument(
+        "--no-solutions",
+        action="store_true",
+        help="leave solutions out (for a class that is being graded): code becomes the stub",
+    )
     args = parser.parse_args(argv)
-    for path in build_pages(out_dir=args.out, solutions=not args.no_solutions):
-        print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    for path in build_pages(
+        out_dir=args.out, solutions=not args.no_solutions
+    ):
+        print(
+            f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}"
+        )
     return 0
 
 

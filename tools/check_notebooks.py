@@ -22,6 +22,7 @@ print differently fails here:
 Outputs that cannot be compared (timings, and training runs, whose fast mode trains less) are
 listed with their reasons in tests/stored_outputs.py, the one place for them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,20 +36,45 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-NBVAL = ["-m", "pytest", "--nbval", "--nbval-current-env", "--nbval-cell-timeout=600", "-p", "no:xdist",
-         "-p", "tests.stored_outputs", "-q", "--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml")]
+NBVAL = [
+    "-m",
+    "pytest",
+    "--nbval",
+    "--nbval-current-env",
+    "--nbval-cell-timeout=600",
+    "-p",
+    "no:xdist",
+    "-p",
+    "tests.stored_outputs",
+    "-q",
+    "--rootdir",
+    str(ROOT),
+    "-c",
+    str(ROOT / "pyproject.toml"),
+]
 
 
 def own_capability(env: dict | None = None) -> str:
     """The ATen kernel set PyTorch picks under ``env`` ('AVX2', 'AVX512', 'DEFAULT', ...)."""
-    out = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
-                         env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import torch; print(torch.backends.cpu.get_cpu_capability())",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout.strip().splitlines()[-1]
 
 
 def other_kernels_env(base: dict) -> tuple[dict, str]:
     """``base`` with the variables that make PyTorch use other kernels, and a line that says which."""
-    env = dict(base, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COURSE_FAST="1")
+    env = dict(
+        base, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COURSE_FAST="1"
+    )
     env.pop("ATEN_CPU_CAPABILITY", None)
     own = own_capability(env)
     said = []
@@ -63,19 +89,34 @@ def other_kernels_env(base: dict) -> tuple[dict, str]:
     said.append("1 thread, fast mode")
     used = own_capability(env)
     if own.upper() != "DEFAULT" and used.upper() != "DEFAULT":
-        raise SystemExit(f"check_notebooks: ATEN_CPU_CAPABILITY=default was ignored (PyTorch chose {used}); "
-                         "the check with other kernels would prove nothing")
+        raise SystemExit(
+            f"check_notebooks: ATEN_CPU_CAPABILITY=default was ignored (PyTorch chose {used}); "
+            "the check with other kernels would prove nothing"
+        )
     return env, ", ".join(said)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--other-kernels", action="store_true",
-                    help="run with the kernels another CPU would pick (see the module's docstring)")
-    ap.add_argument("--perturb", action="store_true",
-                    help="move every kernel-dependent result by a few units in the last place (tools/perturb_kernels.py)")
-    ap.add_argument("paths", nargs="*", default=["solutions"], help="notebooks or folders (default: solutions)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--other-kernels",
+        action="store_true",
+        help="run with the kernels another CPU would pick (see the module's docstring)",
+    )
+    ap.add_argument(
+        "--perturb",
+        action="store_true",
+        help="move every kernel-dependent result by a few units in the last place (tools/perturb_kernels.py)",
+    )
+    ap.add_argument(
+        "paths",
+        nargs="*",
+        default=["solutions"],
+        help="notebooks or folders (default: solutions)",
+    )
     args = ap.parse_args(argv)
     env = dict(os.environ)
     if args.other_kernels:
@@ -86,11 +127,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.perturb:  # IPython runs the startup folder's files in every kernel before its first cell
             startup = Path(ipython_dir) / "profile_default" / "startup"
             startup.mkdir(parents=True)
-            shutil.copy(ROOT / "tools" / "perturb_kernels.py", startup / "00-perturb_kernels.py")
+            shutil.copy(
+                ROOT / "tools" / "perturb_kernels.py",
+                startup / "00-perturb_kernels.py",
+            )
             env["IPYTHONDIR"] = ipython_dir
             said += ", every kernel-dependent result moved a few units in the last place"
-        print(f"check_notebooks: {' '.join(args.paths)} with {said}", flush=True)
-        return subprocess.call([sys.executable, *NBVAL, *args.paths], cwd=ROOT, env=env)
+        print(
+            f"check_notebooks: {' '.join(args.paths)} with {said}",
+            flush=True,
+        )
+        return subprocess.call(
+            [sys.executable, *NBVAL, *args.paths], cwd=ROOT, env=env
+        )
 
 
 if __name__ == "__main__":

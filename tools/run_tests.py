@@ -1,5 +1,6 @@
-"""What `make test` runs: three checks, each to its end whatever the others did, then one summary.
+"""What `make test` runs: four checks, each to its end whatever the others did, then one summary.
 
+0. ruff: lint and format (the settings are in pyproject.toml), seconds;
 1. the notebook check with this machine's kernels (tools/check_notebooks.py);
 2. the notebook check again with the kernels another CPU would use (``--other-kernels``);
 3. the test suite (tests/), on ``--workers`` pytest-xdist workers.
@@ -7,10 +8,12 @@
 Exits 1 if any check failed.  The last lines say which checks were skipped and why (a learner's
 machine without Chromium, PostgreSQL or a GPU runs the rest).
 """
+
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -27,16 +30,44 @@ def _clock(seconds: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workers", default=os.environ.get("TEST_WORKERS", "2"), help="pytest-xdist workers for tests/")
+    ap.add_argument(
+        "--workers",
+        default=os.environ.get("TEST_WORKERS", "2"),
+        help="pytest-xdist workers for tests/",
+    )
     args = ap.parse_args(argv)
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
         skips = Path(tmp) / "skips.txt"
+        ruff = [py, "-m", "ruff"]
+        lint = shlex.join([*ruff, "check", "."])
+        fmt = shlex.join([*ruff, "format", "--check", "."])
         checks = [
-            ("notebooks, this machine's kernels", [py, "tools/check_notebooks.py"]),
-            ("notebooks, other kernels", [py, "tools/check_notebooks.py", "--other-kernels"]),
-            ("test suite", [py, "-m", "pytest", "tests", "-n", str(args.workers), "--dist", "loadgroup",
-                            "--durations=25", "--skips-file", str(skips)]),
+            ("ruff lint and format", ["sh", "-c", f"{lint} && {fmt}"]),
+            (
+                "notebooks, this machine's kernels",
+                [py, "tools/check_notebooks.py"],
+            ),
+            (
+                "notebooks, other kernels",
+                [py, "tools/check_notebooks.py", "--other-kernels"],
+            ),
+            (
+                "test suite",
+                [
+                    py,
+                    "-m",
+                    "pytest",
+                    "tests",
+                    "-n",
+                    str(args.workers),
+                    "--dist",
+                    "loadgroup",
+                    "--durations=25",
+                    "--skips-file",
+                    str(skips),
+                ],
+            ),
         ]
         results = []
         for name, command in checks:
@@ -54,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     failed = [name for name, code, _ in results if code != 0]
     if failed:
         print(f"make test: failed: {', '.join(failed)}")
-    print(f"checks: {len(results) - len(failed)} passed, {len(failed)} failed")
+    print(
+        f"checks: {len(results) - len(failed)} passed, {len(failed)} failed"
+    )
     return 1 if failed else 0
 
 

@@ -10,6 +10,7 @@ wheel, or any pip requirement), else from ``course.repository_url`` in ``_config
 neither, it says what to do.  ``make release`` runs this first, so the student notebooks carry
 the configured address.  The cell is tagged ``remove-cell``: the book's pages leave it out.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,7 +24,7 @@ from nbformat.v4 import new_code_cell
 ROOT = Path(__file__).resolve().parents[1]
 TAG = "course-setup"
 
-TEMPLATE = '''\
+TEMPLATE = """\
 # Setup: makes the course's package importable here (Colab, a JupyterHub, a downloaded copy).
 # In the course's own environment it does nothing.  Run it first.
 import importlib.util, os, subprocess, sys
@@ -47,13 +48,15 @@ if importlib.util.find_spec("course_utils") is None:
     importlib.invalidate_caches()
     print("Installed. If an import below fails, restart the kernel and run the notebook again.")
 else:
-    print("The course package is installed: nothing to do.")'''
+    print("The course package is installed: nothing to do.")"""
 
 
 def cell_source(config: dict) -> str:
     repo = ((config or {}).get("course") or {}).get("repository_url") or ""
     branch = ((config or {}).get("course") or {}).get("branch") or "main"
-    default = f"course-utils @ git+{repo.rstrip('/')}@{branch}" if repo else ""
+    default = (
+        f"course-utils @ git+{repo.rstrip('/')}@{branch}" if repo else ""
+    )
     return TEMPLATE.format(default=default)
 
 
@@ -70,18 +73,31 @@ def update(nb: nbformat.NotebookNode, source: str) -> bool:
             return False
         cell.source, cell.execution_count = source, cell.execution_count or 1
         return True
-    first_code = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    first_code = next(
+        i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+    )
     # stored as run (nbval checks outputs only of cells that have an execution count)
-    cell = new_code_cell(source, metadata={"tags": [TAG, "remove-cell"]}, execution_count=1)
-    cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
-                                           text="The course package is installed: nothing to do.\n")]
+    cell = new_code_cell(
+        source, metadata={"tags": [TAG, "remove-cell"]}, execution_count=1
+    )
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "stream",
+            name="stdout",
+            text="The course package is installed: nothing to do.\n",
+        )
+    ]
     nb.cells.insert(first_code, cell)
     return True
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only check; exit 1 if a notebook needs updating")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="only check; exit 1 if a notebook needs updating",
+    )
     args = parser.parse_args(argv)
     source = cell_source(_config(ROOT))
     stale = []
@@ -92,7 +108,11 @@ def main(argv: list[str] | None = None) -> int:
             if not args.check:
                 nbformat.write(nb, path)
     if args.check and stale:
-        print("setup cell missing or out of date (run python tools/setup_cell.py):", *stale, sep="\n  ")
+        print(
+            "setup cell missing or out of date (run python tools/setup_cell.py):",
+            *stale,
+            sep="\n  ",
+        )
         return 1
     for path in [] if args.check else stale:
         print(f"updated {path}")

@@ -5,6 +5,7 @@ the result file, so prose pages follow the course's rule that every number comes
 ``results/`` (chapter pages render theirs in code cells).  A missing result file is a build
 error that names the command that makes it.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,9 @@ RESULTS = Path(__file__).resolve().parents[2] / "results"
 def _read(name: str, command: str) -> dict:
     path = RESULTS / f"{name}.json"
     if not path.exists():
-        raise RuntimeError(f"{path} is missing: run `{command}` (the book quotes it)")
+        raise RuntimeError(
+            f"{path} is missing: run `{command}` (the book quotes it)"
+        )
     return json.loads(path.read_text())
 
 
@@ -37,26 +40,40 @@ def _notebook_times() -> dict[str, str]:
     """``notebook_times_table``: a Markdown table of each chapter's full-mode time and slowest cell."""
     times = _read("notebook_times", "python -m benchmarks.notebook_times")
     d, prov = times["data"], times["provenance"]
-    rows = ["| chapter | whole notebook | its slowest cell |", "|---|---|---|"]
+    rows = [
+        "| chapter | whole notebook | its slowest cell |",
+        "|---|---|---|",
+    ]
 
     def duration(seconds: float) -> str:
-        return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+        return (
+            f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+        )
 
     for cid, t in d["chapters"].items():
         slow = max(t["slow_cells"], key=lambda c: c["seconds"], default=None)
-        slowest = (f"{duration(slow['seconds'])}, in {slow['section'].replace('|', '/')}" if slow
-                   else f"none takes {d['slow_cell_s']:.0f} s")
+        slowest = (
+            f"{duration(slow['seconds'])}, in {slow['section'].replace('|', '/')}"
+            if slow
+            else f"none takes {d['slow_cell_s']:.0f} s"
+        )
         rows.append(f"| {cid} | {duration(t['total_s'])} | {slowest} |")
     hw = prov["hardware"]
-    return {"notebook_times_table": "\n".join(rows),
-            "notebook_times_machine": f"{hw['cpu']}, {hw['cpu_cores']} cores, no GPU" if not hw.get("gpu")
-            else f"{hw['cpu']} with {hw['gpu']}",
-            "notebook_times_load": f"{d['load_average_1min']['start']} -> {d['load_average_1min']['end']}",
-            "notebook_times_date": prov["date"][:10]}
+    return {
+        "notebook_times_table": "\n".join(rows),
+        "notebook_times_machine": f"{hw['cpu']}, {hw['cpu_cores']} cores, no GPU"
+        if not hw.get("gpu")
+        else f"{hw['cpu']} with {hw['gpu']}",
+        "notebook_times_load": f"{d['load_average_1min']['start']} -> {d['load_average_1min']['end']}",
+        "notebook_times_date": prov["date"][:10],
+    }
 
 
 def _add(app, config) -> None:
-    config.myst_substitutions = {**substitutions(), **(config.myst_substitutions or {})}
+    config.myst_substitutions = {
+        **substitutions(),
+        **(config.myst_substitutions or {}),
+    }
 
 
 def setup(app):

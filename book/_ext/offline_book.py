@@ -9,6 +9,7 @@
 - pydata-sphinx-theme logs "Got invalid theme mode" when no default mode is set; it is set
   to "auto" (follow the reader's system setting).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -36,8 +37,13 @@ def _copy_mathjax(app, exception) -> None:
 def _script_key(script) -> tuple:
     if isinstance(script, str):
         return (script, "")
-    fields = vars(script)  # Sphinx's _JavaScript: filename (None or "" for inline code) + attributes
-    return (str(fields.get("filename") or ""), fields.get("attributes", {}).get("body", ""))
+    fields = vars(
+        script
+    )  # Sphinx's _JavaScript: filename (None or "" for inline code) + attributes
+    return (
+        str(fields.get("filename") or ""),
+        fields.get("attributes", {}).get("body", ""),
+    )
 
 
 def _tidy_page(app, pagename, templatename, context, doctree) -> None:
@@ -57,6 +63,7 @@ def _tidy_page(app, pagename, templatename, context, doctree) -> None:
 def setup(app):
     app.config.mathjax_path = "mathjax/tex-chtml.js"  # relative to _static
     app.connect("build-finished", _copy_mathjax)
-    app.connect("html-page-context", _tidy_page, priority=100)  # first: the event stops at the first handler that returns a template
+    app.connect(
+        "html-page-context", _tidy_page, priority=100
+    )  # first: the event stops at the first handler that returns a template
     return {"parallel_read_safe": True, "parallel_write_safe": True}
-

@@ -6,6 +6,7 @@
 - MathJax is loaded on every page, not only on pages with math of their own: the sidebar and the
   page titles show chapter titles with math in them (chapter 03's) on every page.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,5 +19,7 @@ def _add_static_path(app) -> None:
 def setup(app):
     app.connect("builder-inited", _add_static_path)
     app.add_css_file("course.css")
-    app.set_html_assets_policy("always")  # sphinx.ext.mathjax then adds MathJax to every page
+    app.set_html_assets_policy(
+        "always"
+    )  # sphinx.ext.mathjax then adds MathJax to every page
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -9,6 +9,7 @@ limit and cost the whole notebook instead of one exercise.  ``install`` register
 ``post_run_cell`` hook that clears those frames' variables once the cell's error has been shown.
 The grading kernel (``kernel.py``) installs both at start-up (its ``RELEASE_FRAMES``).
 """
+
 from __future__ import annotations
 
 import gc
@@ -17,7 +18,8 @@ import gc
 def release_failed_cell(result) -> None:
     """``post_run_cell`` hook: clear the local variables of every frame of a failed cell's traceback."""
     error = getattr(result, "error_in_exec", None)
-    while error is not None:  # an error raised while handling another keeps that one's frames too
+    # an error raised while handling another keeps that one's frames too
+    while error is not None:
         tb = error.__traceback__
         while tb is not None:
             frame = tb.tb_frame
@@ -29,7 +31,7 @@ def release_failed_cell(result) -> None:
                 # Before Python 3.13 a frame caches a dict of its locals, which traceback formatters
                 # fill and keep; reading f_locals again syncs that dict with the cleared frame.  A
                 # module-level frame's "locals" are the notebook's namespace, which clear() leaves.
-                frame.f_locals
+                _ = frame.f_locals
             tb = tb.tb_next
         error = error.__context__
     gc.collect()

@@ -5,6 +5,7 @@ being checked, which shape or entry was wrong, expected versus got, and a hint. 
 hidden tests call these through ``course_utils.grading.pristine()`` so that a notebook
 which rebinds them (``checks.assert_close = lambda *a: None``) changes nothing.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -55,12 +56,26 @@ def _shape(t: Any) -> str:
     return str(tuple(t.shape)) if hasattr(t, "shape") else type(t).__name__
 
 
-def assert_shape(got: Any, shape: Sequence[int], *, name: str = "output", hint: str | None = None) -> None:
+def assert_shape(
+    got: Any,
+    shape: Sequence[int],
+    *,
+    name: str = "output",
+    hint: str | None = None,
+) -> None:
     """``got`` is a tensor of exactly ``shape``."""
     if not isinstance(got, Tensor):
-        _fail(name, f"expected a torch.Tensor of shape {tuple(shape)}, got {type(got).__name__}", hint)
+        _fail(
+            name,
+            f"expected a torch.Tensor of shape {tuple(shape)}, got {type(got).__name__}",
+            hint,
+        )
     if tuple(got.shape) != tuple(shape):
-        _fail(name, f"shape is {tuple(got.shape)}, expected {tuple(shape)}", hint)
+        _fail(
+            name,
+            f"shape is {tuple(got.shape)}, expected {tuple(shape)}",
+            hint,
+        )
 
 
 def assert_close(
@@ -82,10 +97,15 @@ def assert_close(
         _fail(
             name,
             f"dtype is {got.dtype}, expected {expected.dtype} (the input's dtype)",
-            hint or "create new tensors with dtype=x.dtype, device=x.device, or use torch.*_like",
+            hint
+            or "create new tensors with dtype=x.dtype, device=x.device, or use torch.*_like",
         )
     if got.device != expected.device:
-        _fail(name, f"is on {got.device}, expected {expected.device} (the input's device)", hint)
+        _fail(
+            name,
+            f"is on {got.device}, expected {expected.device} (the input's device)",
+            hint,
+        )
     wide = torch.float64 in (got.dtype, expected.dtype)
     atol = (1e-10 if wide else 1e-5) if atol is None else atol
     rtol = (1e-8 if wide else 1e-5) if rtol is None else rtol
@@ -94,14 +114,27 @@ def assert_close(
     bad_nan = torch.isnan(g) & ~torch.isnan(e)
     if bad_nan.any():
         idx = tuple(int(i) for i in bad_nan.nonzero()[0])
-        _fail(name, f"has NaN at index {list(idx)} (and {int(bad_nan.sum()) - 1} more) where {e[idx].item():.6g} was expected", hint)
+        _fail(
+            name,
+            f"has NaN at index {list(idx)} (and {int(bad_nan.sum()) - 1} more) where {e[idx].item():.6g} was expected",
+            hint,
+        )
     ok = torch.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True)
     if not bool(ok.all()):
         idx = tuple(int(i) for i in (~ok).nonzero()[0])
         n_bad = int((~ok).sum())
         where = f"index {list(idx)}" if idx else "the value"
         # enough digits to show the difference the tolerance cares about
-        digits = max(6, min(17, 2 - math.floor(math.log10(max(min(atol, rtol) if atol else rtol, 1e-17)))))
+        digits = max(
+            6,
+            min(
+                17,
+                2
+                - math.floor(
+                    math.log10(max(min(atol, rtol) if atol else rtol, 1e-17))
+                ),
+            ),
+        )
         _fail(
             name,
             f"{n_bad} of {ok.numel()} entries differ; first at {where}: got {g[idx].item():.{digits}g}, "
@@ -110,8 +143,14 @@ def assert_close(
         )
 
 
-def rows_sum_to_one(weights: Tensor, *, dim: int = -1, name: str = "weights", allow_zero_rows: bool = False,
-                    hint: str | None = None) -> None:
+def rows_sum_to_one(
+    weights: Tensor,
+    *,
+    dim: int = -1,
+    name: str = "weights",
+    allow_zero_rows: bool = False,
+    hint: str | None = None,
+) -> None:
     """Every slice of ``weights`` along ``dim`` is non-negative and sums to 1 (or is all 0)."""
     if not isinstance(weights, Tensor):
         _fail(name, f"expected a tensor, got {type(weights).__name__}", hint)
@@ -119,22 +158,36 @@ def rows_sum_to_one(weights: Tensor, *, dim: int = -1, name: str = "weights", al
     if torch.isnan(w).any():
         _fail(name, "contains NaN", hint)
     if (w < -1e-7).any():
-        _fail(name, f"has negative entries (min {w.min().item():.3g}); weights are probabilities", hint)
+        _fail(
+            name,
+            f"has negative entries (min {w.min().item():.3g}); weights are probabilities",
+            hint,
+        )
     sums = w.sum(dim=dim)
     good = (sums - 1).abs() < 1e-5
     if allow_zero_rows:
         good |= sums.abs() < 1e-12
     if not bool(good.all()):
         idx = tuple(int(i) for i in (~good).nonzero()[0])
-        _fail(name, f"slice {list(idx)} along dim {dim} sums to {sums[idx].item():.6g}, not 1", hint
-              or "normalise over the keys (the last dim)")
+        _fail(
+            name,
+            f"slice {list(idx)} along dim {dim} sums to {sums[idx].item():.6g}, not 1",
+            hint or "normalise over the keys (the last dim)",
+        )
 
 
-def random_tensor(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0, scale: float = 1.0,
-                  device: str | torch.device = "cpu") -> Tensor:
+def random_tensor(
+    *shape: int,
+    dtype: torch.dtype = torch.float32,
+    seed: int = 0,
+    scale: float = 1.0,
+    device: str | torch.device = "cpu",
+) -> Tensor:
     """A reproducible standard-normal tensor times ``scale``."""
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(dtype=dtype, device=device)
+    return (
+        torch.randn(*shape, generator=g, dtype=torch.float64) * scale
+    ).to(dtype=dtype, device=device)
 
 
 @dataclasses.dataclass
@@ -149,9 +202,19 @@ class Case:
     def describe(self, fn_name: str) -> str:
         if self.label:
             return f"{fn_name}({self.label})"
-        parts = [f"<{t.dtype} {_shape(t)}>" if isinstance(t, Tensor) else repr(t) for t in self.args]
-        parts += [f"{k}=" + (f"<{v.dtype} {_shape(v)}>" if isinstance(v, Tensor) else repr(v))
-                  for k, v in self.kwargs.items()]
+        parts = [
+            f"<{t.dtype} {_shape(t)}>" if isinstance(t, Tensor) else repr(t)
+            for t in self.args
+        ]
+        parts += [
+            f"{k}="
+            + (
+                f"<{v.dtype} {_shape(v)}>"
+                if isinstance(v, Tensor)
+                else repr(v)
+            )
+            for k, v in self.kwargs.items()
+        ]
         return f"{fn_name}({', '.join(parts)})"
 
 
@@ -181,15 +244,30 @@ def _tensors(obj: Any, path: str = "") -> list[tuple[str, Tensor]]:
     if isinstance(obj, Tensor):
         return [(path, obj)]
     if isinstance(obj, (tuple, list)):
-        return [pair for i, o in enumerate(obj) for pair in _tensors(o, f"{path}[{i}]")]
+        return [
+            pair
+            for i, o in enumerate(obj)
+            for pair in _tensors(o, f"{path}[{i}]")
+        ]
     if isinstance(obj, dict):
-        return [pair for k, v in obj.items() for pair in _tensors(v, f"{path}[{k!r}]")]
+        return [
+            pair
+            for k, v in obj.items()
+            for pair in _tensors(v, f"{path}[{k!r}]")
+        ]
     return []
 
 
 def _same(a: Tensor, b: Tensor) -> bool:
-    return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
-                                                              if a.is_floating_point() else torch.equal(a, b))
+    return (
+        a.shape == b.shape
+        and a.dtype == b.dtype
+        and bool(
+            torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
+            if a.is_floating_point()
+            else torch.equal(a, b)
+        )
+    )
 
 
 # --------------------------------------------------------------------------- tolerances
@@ -198,7 +276,9 @@ def _eps(dtype: torch.dtype) -> float:
 
 
 def _widen(obj: Any) -> Any:
-    return _map_tensors(obj, lambda t: t.double() if t.is_floating_point() else t)
+    return _map_tensors(
+        obj, lambda t: t.double() if t.is_floating_point() else t
+    )
 
 
 def _as_tuple(out: Any) -> tuple:
@@ -209,9 +289,17 @@ def _detached(out: tuple) -> tuple:
     return tuple(o.detach() if isinstance(o, Tensor) else o for o in out)
 
 
-def derived_tolerance(reference: Callable, args: tuple = (), kwargs: dict | None = None, *,
-                      perturb: bool = True, factor: float = 16.0, draws: int = 2, seed: int = 0,
-                      low: tuple | None = None):
+def derived_tolerance(
+    reference: Callable,
+    args: tuple = (),
+    kwargs: dict | None = None,
+    *,
+    perturb: bool = True,
+    factor: float = 16.0,
+    draws: int = 2,
+    seed: int = 0,
+    low: tuple | None = None,
+):
     """What a correct formulation can achieve on these inputs, measured rather than assumed.
 
     Returns ``(truth, atols, rtol)``: ``truth`` is the tuple of the reference's outputs computed
@@ -228,29 +316,53 @@ def derived_tolerance(reference: Callable, args: tuple = (), kwargs: dict | None
     """
     kwargs = kwargs or {}
     with torch.no_grad():
-        return _derived_tolerance(reference, args, kwargs, perturb=perturb, factor=factor, draws=draws, seed=seed,
-                                  low=low)
+        return _derived_tolerance(
+            reference,
+            args,
+            kwargs,
+            perturb=perturb,
+            factor=factor,
+            draws=draws,
+            seed=seed,
+            low=low,
+        )
 
 
-def _derived_tolerance(reference, args, kwargs, *, perturb, factor, draws, seed, low=None):
+def _derived_tolerance(
+    reference, args, kwargs, *, perturb, factor, draws, seed, low=None
+):
     if low is None:
         low = _as_tuple(reference(*_clone(args), **_clone(kwargs)))
     low = _detached(low)
     widen = _widen
-    floating = [t for _, t in _tensors((args, kwargs)) if t.is_floating_point()]
+    floating = [
+        t for _, t in _tensors((args, kwargs)) if t.is_floating_point()
+    ]
     if not floating:  # nothing to widen or to perturb (token ids, say): the float64 run is this one
         truth = low
     else:
         try:
-            truth = _detached(_as_tuple(reference(*_widen(args), **_widen(kwargs))))
+            truth = _detached(
+                _as_tuple(reference(*_widen(args), **_widen(kwargs)))
+            )
         except RuntimeError:
             # A reference fixed to one dtype (a float32 module, say) cannot run in float64: measure
             # in the input's dtype, where the perturbations below still show the conditioning.
             widen, truth = _clone, low
     spread = [0.0] * len(truth)
     for i, (lo, tr) in enumerate(zip(low, truth)):
-        if isinstance(lo, Tensor) and isinstance(tr, Tensor) and lo.is_floating_point() and lo.numel():
-            spread[i] = float((lo.double() - tr).abs().nan_to_num(0.0, posinf=0.0, neginf=0.0).max())
+        if (
+            isinstance(lo, Tensor)
+            and isinstance(tr, Tensor)
+            and lo.is_floating_point()
+            and lo.numel()
+        ):
+            spread[i] = float(
+                (lo.double() - tr)
+                .abs()
+                .nan_to_num(0.0, posinf=0.0, neginf=0.0)
+                .max()
+            )
     if perturb and floating:
         g = torch.Generator().manual_seed(seed)
 
@@ -259,39 +371,96 @@ def _derived_tolerance(reference, args, kwargs, *, perturb, factor, draws, seed,
                 return t
             u = torch.rand(t.shape, generator=g, dtype=torch.float64) * 2 - 1
             wide = widen(t)
-            return wide * (1 + _eps(t.dtype) * u.to(device=t.device, dtype=wide.dtype))
+            return wide * (
+                1 + _eps(t.dtype) * u.to(device=t.device, dtype=wide.dtype)
+            )
 
         for _ in range(draws):
-            moved = _detached(_as_tuple(reference(*_map_tensors(args, nudge), **_map_tensors(kwargs, nudge))))
+            moved = _detached(
+                _as_tuple(
+                    reference(
+                        *_map_tensors(args, nudge),
+                        **_map_tensors(kwargs, nudge),
+                    )
+                )
+            )
             for i, (mv, tr) in enumerate(zip(moved, truth)):
-                if isinstance(mv, Tensor) and isinstance(tr, Tensor) and tr.is_floating_point() and tr.numel():
-                    d = (mv.double() - tr).abs().nan_to_num(0.0, posinf=0.0, neginf=0.0).max()
+                if (
+                    isinstance(mv, Tensor)
+                    and isinstance(tr, Tensor)
+                    and tr.is_floating_point()
+                    and tr.numel()
+                ):
+                    d = (
+                        (mv.double() - tr)
+                        .abs()
+                        .nan_to_num(0.0, posinf=0.0, neginf=0.0)
+                        .max()
+                    )
                     spread[i] = max(spread[i], float(d))
     dtype = next((t.dtype for t in floating), torch.float64)
     eps = _eps(dtype)
     atols = []
     for sp, tr in zip(spread, truth):
-        scale = float(tr.double().abs().nan_to_num(0.0, posinf=0.0, neginf=0.0).max()) \
-            if isinstance(tr, Tensor) and tr.is_floating_point() and tr.numel() else 0.0
+        scale = (
+            float(
+                tr.double()
+                .abs()
+                .nan_to_num(0.0, posinf=0.0, neginf=0.0)
+                .max()
+            )
+            if isinstance(tr, Tensor)
+            and tr.is_floating_point()
+            and tr.numel()
+            else 0.0
+        )
         atols.append(factor * sp + 4 * eps * scale)
     return truth, atols, factor * eps
 
 
-def _assert_matches(got: Any, truth: Tensor, like: Tensor, *, name: str, atol: float, rtol: float,
-                    hint: str | None) -> None:
+def _assert_matches(
+    got: Any,
+    truth: Tensor,
+    like: Tensor,
+    *,
+    name: str,
+    atol: float,
+    rtol: float,
+    hint: str | None,
+) -> None:
     """``got`` has ``like``'s shape, dtype and device and is within tolerance of ``truth``."""
     assert_shape(got, like.shape, name=name, hint=hint)
     if got.dtype != like.dtype:
-        _fail(name, f"dtype is {got.dtype}, expected {like.dtype} (the input's dtype)",
-              hint or "create new tensors with dtype=x.dtype, device=x.device, or use torch.*_like")
+        _fail(
+            name,
+            f"dtype is {got.dtype}, expected {like.dtype} (the input's dtype)",
+            hint
+            or "create new tensors with dtype=x.dtype, device=x.device, or use torch.*_like",
+        )
     if not like.is_floating_point():
         assert_close(got, like, name=name, hint=hint)
         return
-    assert_close(got, truth.to(like.device), name=name, atol=atol, rtol=rtol, check_dtype=False, hint=hint)
+    assert_close(
+        got,
+        truth.to(like.device),
+        name=name,
+        atol=atol,
+        rtol=rtol,
+        check_dtype=False,
+        hint=hint,
+    )
 
 
-def _run_student(student: Callable, args: tuple, kwargs: dict, *, what: str, hint: str | None,
-                 forbid: Sequence[Any] = (), fn_name: str = "your function") -> Any:
+def _run_student(
+    student: Callable,
+    args: tuple,
+    kwargs: dict,
+    *,
+    what: str,
+    hint: str | None,
+    forbid: Sequence[Any] = (),
+    fn_name: str = "your function",
+) -> Any:
     """Call the learner's function; its own crash becomes a CheckFailed naming the inputs.
 
     Warnings the answer triggers are recorded and dropped (they never cost points), and
@@ -299,23 +468,43 @@ def _run_student(student: Callable, args: tuple, kwargs: dict, *, what: str, hin
     """
     mine_args, mine_kwargs = _clone(args), _clone(kwargs)
     try:
-        with warnings.catch_warnings(record=True), forbid_calls(*forbid, what=fn_name):
+        with (
+            warnings.catch_warnings(record=True),
+            forbid_calls(*forbid, what=fn_name),
+        ):
             got = student(*mine_args, **mine_kwargs)
     except NotImplementedError:
-        _fail(what, "raises NotImplementedError: the exercise is not done yet", None)
+        _fail(
+            what,
+            "raises NotImplementedError: the exercise is not done yet",
+            None,
+        )
     except CheckFailed:
         raise
-    except Exception as exc:  # the learner's bug: report it with the inputs that caused it
+    except (
+        Exception
+    ) as exc:  # the learner's bug: report it with the inputs that caused it
         _fail(what, f"raised {type(exc).__name__}: {exc}", hint)
-    pairs = [(f"argument {i + 1}{where}", b, a) for i, (x, y) in enumerate(zip(args, mine_args))
-             for (where, b), (_, a) in zip(_tensors(x), _tensors(y))]
-    pairs += [(f"argument {k}{where}", b, a) for k in kwargs
-              for (where, b), (_, a) in zip(_tensors(kwargs[k]), _tensors(mine_kwargs[k]))]
+    pairs = [
+        (f"argument {i + 1}{where}", b, a)
+        for i, (x, y) in enumerate(zip(args, mine_args))
+        for (where, b), (_, a) in zip(_tensors(x), _tensors(y))
+    ]
+    pairs += [
+        (f"argument {k}{where}", b, a)
+        for k in kwargs
+        for (where, b), (_, a) in zip(
+            _tensors(kwargs[k]), _tensors(mine_kwargs[k])
+        )
+    ]
     for arg, before, after in pairs:
         if not _same(before, after):
-            _fail(what, f"changed its input ({arg}) in place",
-                  "a graded function must not modify its inputs: write x = x - m instead of x -= m, "
-                  "and avoid in-place methods such as masked_fill_ or div_ on tensors you were given")
+            _fail(
+                what,
+                f"changed its input ({arg}) in place",
+                "a graded function must not modify its inputs: write x = x - m instead of x -= m, "
+                "and avoid in-place methods such as masked_fill_ or div_ on tensors you were given",
+            )
     return got
 
 
@@ -350,35 +539,75 @@ def compare(
     for case in cases:
         what = case.describe(fn_name)
         case_hint = case.hint or hint
-        like = _as_tuple(reference(*_clone(case.args), **_clone(case.kwargs)))
+        like = _as_tuple(
+            reference(*_clone(case.args), **_clone(case.kwargs))
+        )
         if atol is None and rtol is None:
-            truth, atols, rtol_c = derived_tolerance(reference, case.args, case.kwargs, perturb=perturb, low=like)
+            truth, atols, rtol_c = derived_tolerance(
+                reference, case.args, case.kwargs, perturb=perturb, low=like
+            )
         else:
             truth, atols, rtol_c = like, [atol] * len(like), rtol
-        got = _run_student(student, case.args, case.kwargs, what=what, hint=case_hint, forbid=forbid,
-                           fn_name=fn_name)
+        got = _run_student(
+            student,
+            case.args,
+            case.kwargs,
+            what=what,
+            hint=case_hint,
+            forbid=forbid,
+            fn_name=fn_name,
+        )
         if outputs is not None:
             if not isinstance(got, tuple) or len(got) != len(outputs):
-                _fail(what, f"should return a tuple ({', '.join(outputs)}), got "
-                      f"{type(got).__name__}" + (f" of length {len(got)}" if isinstance(got, tuple) else ""),
-                      case_hint)
+                _fail(
+                    what,
+                    f"should return a tuple ({', '.join(outputs)}), got "
+                    f"{type(got).__name__}"
+                    + (
+                        f" of length {len(got)}"
+                        if isinstance(got, tuple)
+                        else ""
+                    ),
+                    case_hint,
+                )
             parts = list(zip(outputs, got, truth, like, atols))
         else:
             parts = [(None, got, truth[0], like[0], atols[0])]
         for part, g, tr, lk, at in parts:
             label = f"{what} -> {part}" if part else what
             if atol is None and rtol is None:
-                _assert_matches(g, tr, lk, name=label, atol=at, rtol=rtol_c, hint=case_hint)
+                _assert_matches(
+                    g,
+                    tr,
+                    lk,
+                    name=label,
+                    atol=at,
+                    rtol=rtol_c,
+                    hint=case_hint,
+                )
             else:
-                assert_close(g, lk, name=label, atol=atol, rtol=rtol, hint=case_hint)
-        dtypes = tuple(t.dtype for _, t in _tensors(case.args) if t.is_floating_point())
+                assert_close(
+                    g, lk, name=label, atol=atol, rtol=rtol, hint=case_hint
+                )
+        dtypes = tuple(
+            t.dtype for _, t in _tensors(case.args) if t.is_floating_point()
+        )
         # Nothing to move (only ints, say) or a module among the inputs (its weights stay put):
         # there is no device to follow, so nothing to check.
         movable = bool(_tensors((case.args, case.kwargs))) and not any(
-            isinstance(a, torch.nn.Module) for a in (*case.args, *case.kwargs.values()))
-        if devices and movable and dtypes not in seen_dtypes and not _holds_module(student):
+            isinstance(a, torch.nn.Module)
+            for a in (*case.args, *case.kwargs.values())
+        )
+        if (
+            devices
+            and movable
+            and dtypes not in seen_dtypes
+            and not _holds_module(student)
+        ):
             seen_dtypes.add(dtypes)
-            check_device_agnostic(student, case.args, case.kwargs, name=what, hint=case_hint)
+            check_device_agnostic(
+                student, case.args, case.kwargs, name=what, hint=case_hint
+            )
 
 
 def _holds_module(fn: Callable) -> bool:
@@ -386,16 +615,32 @@ def _holds_module(fn: Callable) -> bool:
     so moving only the inputs to ``meta`` would blame the learner for the test's own setup;
     module exercises move a copy of the module instead)."""
     Module = torch.nn.Module
-    if isinstance(fn, Module) or isinstance(getattr(fn, "__self__", None), Module):
+    if isinstance(fn, Module) or isinstance(
+        getattr(fn, "__self__", None), Module
+    ):
         return True
-    cells = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if c.cell_contents is not c]
+    cells = [
+        c.cell_contents
+        for c in (getattr(fn, "__closure__", None) or ())
+        if c.cell_contents is not c
+    ]
     names = getattr(getattr(fn, "__code__", None), "co_names", ())
     globs = getattr(fn, "__globals__", {})
-    return any(isinstance(v, Module) for v in [*cells, *(globs.get(n) for n in names)])
+    return any(
+        isinstance(v, Module)
+        for v in [*cells, *(globs.get(n) for n in names)]
+    )
 
 
-def check_device_agnostic(fn: Callable, args: tuple = (), kwargs: dict | None = None, *, name: str = "function",
-                          hint: str | None = None, compare_cuda: bool = True) -> None:
+def check_device_agnostic(
+    fn: Callable,
+    args: tuple = (),
+    kwargs: dict | None = None,
+    *,
+    name: str = "function",
+    hint: str | None = None,
+    compare_cuda: bool = True,
+) -> None:
     """``fn`` keeps its tensors on the input's device: run it on ``meta`` copies of the inputs,
     then on CUDA copies (a real GPU when there is one, else fake CUDA tensors, ``_simulated_cuda``;
     ``compare_cuda=False`` skips this) and require every output tensor on that device.
@@ -407,31 +652,48 @@ def check_device_agnostic(fn: Callable, args: tuple = (), kwargs: dict | None = 
     """
     kwargs = kwargs or {}
     real_cuda = compare_cuda and torch.cuda.is_available()
-    targets = ["meta"] + (["cuda" if real_cuda else "simulated cuda"] if compare_cuda else [])
+    targets = ["meta"] + (
+        ["cuda" if real_cuda else "simulated cuda"] if compare_cuda else []
+    )
     for target in targets:
         device = "cuda" if target.endswith("cuda") else target
         try:
-            with _simulated_cuda() if target == "simulated cuda" else contextlib.nullcontext():
-                moved_args = _map_tensors(args, lambda t: _moved(t, target))
-                moved_kwargs = _map_tensors(kwargs, lambda t: _moved(t, target))
+            with (
+                _simulated_cuda()
+                if target == "simulated cuda"
+                else contextlib.nullcontext()
+            ):
+                moved_args = _map_tensors(
+                    args, lambda t, target=target: _moved(t, target)
+                )
+                moved_kwargs = _map_tensors(
+                    kwargs, lambda t, target=target: _moved(t, target)
+                )
                 with warnings.catch_warnings(record=True):
                     out = fn(*moved_args, **moved_kwargs)
         except _NoSimulation:
             continue
-        except Exception as exc:  # noqa: BLE001 - we only judge device errors
+        except Exception as exc:
             text = str(exc)
-            if "device" in text and ("expected" in text.lower() or "same device" in text):
-                _fail(f"{name} on the {target} device", f"raised {type(exc).__name__}: {text.splitlines()[0]}",
-                      "a tensor inside your function was created on a fixed device (the CPU), or moved there: "
-                      "create new tensors with device=x.device and dtype=x.dtype, or with torch.zeros_like(x) "
-                      "and friends, and keep every step on x's device")
+            if "device" in text and (
+                "expected" in text.lower() or "same device" in text
+            ):
+                _fail(
+                    f"{name} on the {target} device",
+                    f"raised {type(exc).__name__}: {text.splitlines()[0]}",
+                    "a tensor inside your function was created on a fixed device (the CPU), or moved there: "
+                    "create new tensors with device=x.device and dtype=x.dtype, or with torch.zeros_like(x) "
+                    "and friends, and keep every step on x's device",
+                )
             continue
         for where, t in _tensors(out):
             if t.device.type != device:
-                _fail(f"{name} on the {target} device",
-                      f"output{where} is on {t.device}, expected the input's device ({device})",
-                      "create new tensors with device=x.device and dtype=x.dtype (or torch.*_like), "
-                      "never on a fixed device")
+                _fail(
+                    f"{name} on the {target} device",
+                    f"output{where} is on {t.device}, expected the input's device ({device})",
+                    "create new tensors with device=x.device and dtype=x.dtype (or torch.*_like), "
+                    "never on a fixed device",
+                )
 
 
 class _NoSimulation(Exception):
@@ -447,10 +709,11 @@ def _simulated_cuda():
     try:
         from torch._subclasses.fake_tensor import FakeTensorMode
 
-        mode = FakeTensorMode(allow_non_fake_inputs=True)  # the learner's own CPU constants become fake too
+        # the learner's own CPU constants become fake too
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
         with mode:
             torch.empty(1, device="cuda")
-    except Exception as exc:  # noqa: BLE001 - no CUDA in this build, or fake tensors changed
+    except Exception as exc:
         raise _NoSimulation(str(exc)) from exc
     with mode:
         yield
@@ -459,11 +722,19 @@ def _simulated_cuda():
 def _moved(t: Tensor, target: str) -> Tensor:
     """``t`` on ``target``: ``meta``, real ``cuda``, or a fake CUDA tensor (inside ``_simulated_cuda``)."""
     if target == "simulated cuda":
-        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cuda").requires_grad_(t.requires_grad)
+        return torch.empty_strided(
+            t.shape, t.stride(), dtype=t.dtype, device="cuda"
+        ).requires_grad_(t.requires_grad)
     return t.to(target)
 
 
-def call(fn: Callable, *args: Any, name: str | None = None, hint: str | None = None, **kwargs: Any) -> Any:
+def call(
+    fn: Callable,
+    *args: Any,
+    name: str | None = None,
+    hint: str | None = None,
+    **kwargs: Any,
+) -> Any:
     """Call a learner's function in a visible test: a crash inside it becomes a short message that
     names the function, the input shapes and a hint, instead of a raw traceback."""
     fn_name = name or getattr(fn, "__name__", "your function")
@@ -472,10 +743,12 @@ def call(fn: Callable, *args: Any, name: str | None = None, hint: str | None = N
         with warnings.catch_warnings(record=True):
             return fn(*args, **kwargs)
     except NotImplementedError:
-        raise CheckFailed(f"{what}: raises NotImplementedError: the exercise is not done yet") from None
+        raise CheckFailed(
+            f"{what}: raises NotImplementedError: the exercise is not done yet"
+        ) from None
     except CheckFailed:
         raise
-    except Exception as exc:  # noqa: BLE001 - reported to the learner, with the inputs
+    except Exception as exc:
         msg = f"{what}: raised {type(exc).__name__}: {exc}"
         if hint:
             msg += f"\nHint: {hint}"
@@ -495,30 +768,46 @@ def seeded(fn: Callable, *args: Any, seed: int = 0, **kwargs: Any) -> Any:
             return fn(*args, **kwargs)
 
 
-def transplant(reference: torch.nn.Module, learner: torch.nn.Module, *, name: str = "your module",
-               hint: str | None = None) -> None:
+def transplant(
+    reference: torch.nn.Module,
+    learner: torch.nn.Module,
+    *,
+    name: str = "your module",
+    hint: str | None = None,
+) -> None:
     """Give the learner's module the reference's weights by structure, not by attribute name: the
     LayerNorms, then the Linear layers, in the order each module registers them (names and
     containers are the learner's choice).  The learner's settings that change no weight, LayerNorm's
     ``eps`` and GELU's ``approximate``, are copied into the reference, so the two compute the same
     function.  Raises ``CheckFailed`` naming both layouts when the layers differ."""
+
     def layers(module, kind):
         return [m for m in module.modules() if isinstance(m, kind)]
 
     def layout(items):
-        return [tuple(m.weight.shape) + (("bias",) if m.bias is not None else ()) for m in items]
+        return [
+            tuple(m.weight.shape) + (("bias",) if m.bias is not None else ())
+            for m in items
+        ]
 
     for kind in (torch.nn.LayerNorm, torch.nn.Linear):
         mine, ref = layers(learner, kind), layers(reference, kind)
         if layout(mine) != layout(ref):
-            _fail(name, f"its {kind.__name__} layers differ from the ones the given code builds, so the tests "
-                        f"cannot give it the course's weights: expected (in registration order) {layout(ref)}, "
-                        f"found {layout(mine)}", hint)
+            _fail(
+                name,
+                f"its {kind.__name__} layers differ from the ones the given code builds, so the tests "
+                f"cannot give it the course's weights: expected (in registration order) {layout(ref)}, "
+                f"found {layout(mine)}",
+                hint,
+            )
         for a, b in zip(mine, ref):
             a.load_state_dict(b.state_dict())
             if kind is torch.nn.LayerNorm:
                 b.eps = a.eps
-    gelus, ref_gelus = layers(learner, torch.nn.GELU), layers(reference, torch.nn.GELU)
+    gelus, ref_gelus = (
+        layers(learner, torch.nn.GELU),
+        layers(reference, torch.nn.GELU),
+    )
     if len(gelus) == len(ref_gelus):
         for a, b in zip(gelus, ref_gelus):
             b.approximate = a.approximate
@@ -534,7 +823,8 @@ def _resolve(target: Any) -> Any:
     if not isinstance(target, str):
         return target
     parts = target.split(".")
-    for cut in range(len(parts) - 1, 0, -1):  # longest importable module prefix, then attributes
+    # longest importable module prefix, then attributes
+    for cut in range(len(parts) - 1, 0, -1):
         try:
             obj = importlib.import_module(".".join(parts[:cut]))
         except ImportError:
@@ -549,11 +839,17 @@ def _label(target: Any) -> str:
     if isinstance(target, str):
         return target
     name = getattr(target, "__name__", "")
-    for home in (torch, torch.nn.functional):  # builtins report odd modules; prefer the public path
+    # builtins report odd modules; prefer the public path
+    for home in (
+        torch,
+        torch.nn.functional,
+    ):
         if name and getattr(home, name, None) is target:
             return f"{home.__name__}.{name}"
     mod = getattr(target, "__module__", None) or ""
-    return f"{mod}.{getattr(target, '__qualname__', getattr(target, '__name__', repr(target)))}".lstrip(".")
+    return f"{mod}.{getattr(target, '__qualname__', getattr(target, '__name__', repr(target)))}".lstrip(
+        "."
+    )
 
 
 class _Watch(TorchFunctionMode):
@@ -586,7 +882,9 @@ class _DispatchWatch(TorchDispatchMode):
 
 
 @contextlib.contextmanager
-def forbid_calls(*targets: Any, what: str = "your function", hint: str | None = None):
+def forbid_calls(
+    *targets: Any, what: str = "your function", hint: str | None = None
+):
     """Fail if the code inside the ``with`` block calls any of ``targets``.
 
     Targets are callables or dotted names: torch functions and Tensor methods (seen
@@ -611,7 +909,9 @@ def forbid_calls(*targets: Any, what: str = "your function", hint: str | None = 
             continue
         if isinstance(obj, types.FunctionType):
             code_targets[_code_key(obj.__code__)] = label
-        torch_targets[obj] = label  # torch passes the public function object to modes
+        torch_targets[obj] = (
+            label  # torch passes the public function object to modes
+        )
 
     seen: list = []
 
@@ -624,13 +924,20 @@ def forbid_calls(*targets: Any, what: str = "your function", hint: str | None = 
     previous = sys.getprofile()
     sys.setprofile(profiler)
     try:
-        with _Watch(torch_targets, seen), (_DispatchWatch(ops, seen) if ops else contextlib.nullcontext()):
+        with (
+            _Watch(torch_targets, seen),
+            _DispatchWatch(ops, seen) if ops else contextlib.nullcontext(),
+        ):
             yield
     finally:
         sys.setprofile(previous)
     if seen:
-        _fail(what, f"calls {', '.join(seen)}, which this exercise asks you to build yourself",
-              hint or "write the computation with basic tensor operations (matmul, exp, sum, ...)")
+        _fail(
+            what,
+            f"calls {', '.join(seen)}, which this exercise asks you to build yourself",
+            hint
+            or "write the computation with basic tensor operations (matmul, exp, sum, ...)",
+        )
 
 
 def passed(message: str) -> None:

@@ -17,6 +17,7 @@ operators and the shape of the code stay.  Comments, blank lines, line breaks an
 gone with the source text.  Definitions smaller than ``MIN_NODES`` nodes are never compared: a
 one-line answer can only be written a few ways, so agreeing with the course says nothing there.
 """
+
 from __future__ import annotations
 
 import ast
@@ -42,8 +43,12 @@ class _Canonical(ast.NodeTransformer):
 
     def _body(self, node):
         body = node.body
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
+        if (
+            body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             body = body[1:] or [ast.Pass()]
         node.body = body
         return node
@@ -71,23 +76,35 @@ class _Canonical(ast.NodeTransformer):
         return node
 
     def visit_Name(self, node):
-        if node.id not in _BUILTINS:  # len, range, ...: not the learner's choice, and they carry meaning
+        # len, range, ...: not the learner's choice, and they carry meaning
+        if node.id not in _BUILTINS:
             node.id = self._rename(node.id)
         return node
 
     def visit_AnnAssign(self, node):  # x: int = 1 reads as x = 1
         if node.value is None:
             return None
-        return ast.copy_location(ast.Assign(targets=[self.visit(node.target)], value=self.visit(node.value)), node)
+        return ast.copy_location(
+            ast.Assign(
+                targets=[self.visit(node.target)],
+                value=self.visit(node.value),
+            ),
+            node,
+        )
 
-    def visit_Expr(self, node):  # a bare string in a body is a comment, not code
-        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+    # a bare string in a body is a comment, not code
+    def visit_Expr(self, node):
+        if isinstance(node.value, ast.Constant) and isinstance(
+            node.value.value, str
+        ):
             return None
         return self.generic_visit(node)
 
 
-def fingerprint(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, min_nodes: int = MIN_NODES
-                ) -> str | None:
+def fingerprint(
+    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef,
+    min_nodes: int = MIN_NODES,
+) -> str | None:
     """The definition ``node`` up to names and formatting (None when it has fewer than ``min_nodes``
     syntax nodes: too small to tell)."""
     if sum(1 for _ in ast.walk(node)) < min_nodes:
@@ -103,20 +120,36 @@ def definitions(source: str) -> dict[str, ast.AST]:
     """{name: node} of every function and class defined anywhere in ``source`` (methods and
     nested functions included; a later definition of a name wins); bad syntax defines nothing."""
     try:
-        tree = ast.parse("\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in source.splitlines()))
+        tree = ast.parse(
+            "\n".join(
+                "" if ln.lstrip().startswith(("%", "!")) else ln
+                for ln in source.splitlines()
+            )
+        )
     except SyntaxError:
         return {}
-    return {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    return {
+        n.name: n
+        for n in ast.walk(tree)
+        if isinstance(
+            n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        )
+    }
 
 
 def _answer_cells(nb) -> list:
-    return [c for c in nb.cells if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    return [
+        c
+        for c in nb.cells
+        if c.cell_type == "code"
+        and c.get("metadata", {}).get("nbgrader", {}).get("solution")
+    ]
 
 
 def graded_names(source_notebook) -> dict[str, str]:
     """{function or class name: exercise (grade id)} defined at the top level of the answer cells
     of a source notebook (an nbformat notebook)."""
-    from course_utils.grading.markers import defined_names
+    from .markers import defined_names
 
     out = {}
     for cell in _answer_cells(source_notebook):
@@ -127,45 +160,70 @@ def graded_names(source_notebook) -> dict[str, str]:
     return out
 
 
-def course_answers(source_notebook, references: Path | None = None, min_nodes: int = MIN_NODES
-                   ) -> dict[str, set[str]]:
+def course_answers(
+    source_notebook,
+    references: Path | None = None,
+    min_nodes: int = MIN_NODES,
+) -> dict[str, set[str]]:
     """{graded name: fingerprints of the course's answers}: the source notebook's answer (what
     the reader's edition shows) and the definition of the same name in ``references`` (the
     folder of ``course_utils.references``; default: this package's own)."""
-    from course_utils.grading.markers import strip_solution_markers
+    from .markers import strip_solution_markers
 
     names = graded_names(source_notebook)
     found: dict[str, set[str]] = {name: set() for name in names}
-    sources = [strip_solution_markers(c.source) for c in _answer_cells(source_notebook)]
-    if references is None:  # where this installation's course_utils.references lives (found, not imported)
+    sources = [
+        strip_solution_markers(c.source)
+        for c in _answer_cells(source_notebook)
+    ]
+    # where this installation's course_utils.references lives (found, not imported)
+    if references is None:
         import importlib.util
 
-        references = Path(importlib.util.find_spec("course_utils.references").submodule_search_locations[0])
-    sources += [p.read_text(encoding="utf-8") for p in sorted(references.glob("*.py"))]
+        references = Path(
+            importlib.util.find_spec(
+                "course_utils.references"
+            ).submodule_search_locations[0]
+        )
+    sources += [
+        p.read_text(encoding="utf-8")
+        for p in sorted(references.glob("*.py"))
+    ]
     for source in sources:
         for name, node in definitions(source).items():
-            if name in found and (fp := fingerprint(node, min_nodes)) is not None:
+            if (
+                name in found
+                and (fp := fingerprint(node, min_nodes)) is not None
+            ):
                 found[name].add(fp)
     return {name: fps for name, fps in found.items() if fps}
 
 
-def copied_answers(submission, answers: dict[str, set[str]], exercises: dict[str, str]) -> list[str]:
+def copied_answers(
+    submission, answers: dict[str, set[str]], exercises: dict[str, str]
+) -> list[str]:
     """One flag per graded function or class of ``submission`` (an nbformat notebook) that is
     one of the course's ``answers`` (``course_answers``) up to names and formatting."""
     flags = []
     for cell in _answer_cells(submission):
         for name, node in definitions(cell.source).items():
             if name in answers and fingerprint(node) in answers[name]:
-                flags.append(f"{name} ({exercises.get(name, cell.metadata['nbgrader'].get('grade_id'))}) is the "
-                             "course's published answer up to names and formatting (the reader's edition)")
+                flags.append(
+                    f"{name} ({exercises.get(name, cell.metadata['nbgrader'].get('grade_id'))}) is the "
+                    "course's published answer up to names and formatting (the reader's edition)"
+                )
     return flags
 
 
-_FENCE = re.compile(r"^(```|~~~)[ \t]*\{?(?:code-cell|code)?\}?[ \t]*(?:python|ipython3?)?[ \t]*$(.*?)^\1",
-                    re.M | re.S)
+_FENCE = re.compile(
+    r"^(```|~~~)[ \t]*\{?(?:code-cell|code)?\}?[ \t]*(?:python|ipython3?)?[ \t]*$(.*?)^\1",
+    re.M | re.S,
+)
 
 
-def answers_in(folder: Path, answers: dict[str, set[str]], min_nodes: int = MIN_NODES) -> list[str]:
+def answers_in(
+    folder: Path, answers: dict[str, set[str]], min_nodes: int = MIN_NODES
+) -> list[str]:
     """Where the files under ``folder`` (Python files, notebooks' code cells, Markdown code blocks)
     define one of the course's ``answers`` (fingerprints made with the same ``min_nodes``), under
     any name: ``"path:line: name is the course's answer to X"``.  The class edition must give none."""
@@ -175,18 +233,33 @@ def answers_in(folder: Path, answers: dict[str, set[str]], min_nodes: int = MIN_
     found = []
     for path in sorted(Path(folder).rglob("*")):
         if path.suffix == ".py":
-            sources = [("", path.read_text(encoding="utf-8", errors="replace"))]
+            sources = [
+                ("", path.read_text(encoding="utf-8", errors="replace"))
+            ]
         elif path.suffix == ".ipynb":
             nb = nbformat.read(path, as_version=4)
-            sources = [(f"cell {i}, ", c.source) for i, c in enumerate(nb.cells, 1) if c.cell_type == "code"]
+            sources = [
+                (f"cell {i}, ", c.source)
+                for i, c in enumerate(nb.cells, 1)
+                if c.cell_type == "code"
+            ]
         elif path.suffix == ".md":
-            sources = [(f"code block {i}, ", m.group(2)) for i, m in
-                       enumerate(_FENCE.finditer(path.read_text(encoding="utf-8", errors="replace")), 1)]
+            sources = [
+                (f"code block {i}, ", m.group(2))
+                for i, m in enumerate(
+                    _FENCE.finditer(
+                        path.read_text(encoding="utf-8", errors="replace")
+                    ),
+                    1,
+                )
+            ]
         else:
             continue
         for place, source in sources:
             for name, node in definitions(source).items():
                 if (fp := fingerprint(node, min_nodes)) in wanted:
-                    found.append(f"{path.relative_to(folder)}:{place}line {node.lineno}: {name} is the course's answer to "
-                                 f"{wanted[fp]}")
+                    found.append(
+                        f"{path.relative_to(folder)}:{place}line {node.lineno}: {name} is the course's answer to "
+                        f"{wanted[fp]}"
+                    )
     return found

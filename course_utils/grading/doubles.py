@@ -12,6 +12,7 @@ Both have the decoding interface of ``models.transformer.Seq2SeqTransformer`` (`
   different scripts and a decoder that mixes up their beams shows it.  ``SCRIPTS`` holds the
   course's scripts; ``describe`` writes one out.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["CopyModel", "ScriptedModel", "SCRIPTS", "GREEDY_TRAP", "EARLY_END", "LONGER_WINS", "WIDE_BEAM", "JUNK",
-           "describe", "next_token_probs", "path_log_prob"]
+__all__ = [
+    "CopyModel",
+    "ScriptedModel",
+    "SCRIPTS",
+    "GREEDY_TRAP",
+    "EARLY_END",
+    "LONGER_WINS",
+    "WIDE_BEAM",
+    "JUNK",
+    "describe",
+    "next_token_probs",
+    "path_log_prob",
+]
 
 
 class CopyModel(nn.Module):
@@ -37,25 +49,54 @@ class CopyModel(nn.Module):
     argmax has no ties.  ``forward(src, tgt)`` is ``decode(tgt, encode(src), src != pad_id)``.
     """
 
-    def __init__(self, vocab_size: int, pad_id: int, eos_id: int, junk_id: int | None = None):
+    def __init__(
+        self,
+        vocab_size: int,
+        pad_id: int,
+        eos_id: int,
+        junk_id: int | None = None,
+    ):
         super().__init__()
-        self.vocab_size, self.pad_id, self.eos_id = vocab_size, pad_id, eos_id
+        self.vocab_size, self.pad_id, self.eos_id = (
+            vocab_size,
+            pad_id,
+            eos_id,
+        )
         self.junk_id = vocab_size - 1 if junk_id is None else junk_id
-        self.dummy = nn.Parameter(torch.zeros(()))  # gives the module a device and a dtype
+        # gives the module a device and a dtype
+        self.dummy = nn.Parameter(torch.zeros(()))
 
     def encode(self, src: Tensor, src_keep: Tensor | None = None) -> Tensor:
         return F.one_hot(src, self.vocab_size).to(self.dummy.dtype)
 
-    def decode(self, tgt: Tensor, memory: Tensor, src_keep: Tensor | None = None) -> Tensor:
+    def decode(
+        self, tgt: Tensor, memory: Tensor, src_keep: Tensor | None = None
+    ) -> Tensor:
         src = memory.argmax(dim=-1)  # (B, n)
         batch, n = src.shape
         t = tgt.shape[1]
-        keep = torch.ones_like(src, dtype=torch.bool) if src_keep is None else src_keep
+        keep = (
+            torch.ones_like(src, dtype=torch.bool)
+            if src_keep is None
+            else src_keep
+        )
         length = keep.sum(dim=1, keepdim=True)  # (B, 1)
         p = torch.arange(t, device=src.device).expand(batch, t)  # (B, t)
-        from_src = src.gather(1, p.clamp(max=max(n - 1, 0))) if n else torch.full_like(p, self.eos_id)
-        wanted = torch.where(p < length, from_src, torch.where(p == length, self.eos_id, self.junk_id))
-        ripple = 0.1 * torch.sin(torch.arange(t * self.vocab_size, device=src.device, dtype=memory.dtype))
+        from_src = (
+            src.gather(1, p.clamp(max=max(n - 1, 0)))
+            if n
+            else torch.full_like(p, self.eos_id)
+        )
+        wanted = torch.where(
+            p < length,
+            from_src,
+            torch.where(p == length, self.eos_id, self.junk_id),
+        )
+        ripple = 0.1 * torch.sin(
+            torch.arange(
+                t * self.vocab_size, device=src.device, dtype=memory.dtype
+            )
+        )
         logits = 3.0 * F.one_hot(wanted, self.vocab_size).to(memory.dtype)
         return logits + ripple.reshape(1, t, self.vocab_size) + self.dummy
 
@@ -114,12 +155,18 @@ SCRIPTS = {3: GREEDY_TRAP, 4: EARLY_END, 5: LONGER_WINS, 6: WIDE_BEAM}
 
 def _background(vocab_size: int) -> Tensor:
     """Uneven positive weights, one per token, that sum to 1 (they share the leftover probability)."""
-    w = 1.0 + 0.37 * torch.arange(vocab_size, dtype=torch.float64) + 0.05 * torch.sin(
-        torch.arange(vocab_size, dtype=torch.float64) * 2.3)
+    w = (
+        1.0
+        + 0.37 * torch.arange(vocab_size, dtype=torch.float64)
+        + 0.05
+        * torch.sin(torch.arange(vocab_size, dtype=torch.float64) * 2.3)
+    )
     return w / w.sum()
 
 
-def next_token_probs(script: dict, prefix: tuple, vocab_size: int = 13) -> Tensor:
+def next_token_probs(
+    script: dict, prefix: tuple, vocab_size: int = 13
+) -> Tensor:
     """The script's distribution ``(vocab_size,)`` (float64) over the token after ``prefix``."""
     if prefix and prefix[-1] in (EOS, PAD):
         listed = {JUNK: 0.9}
@@ -127,7 +174,9 @@ def next_token_probs(script: dict, prefix: tuple, vocab_size: int = 13) -> Tenso
         listed = script.get(prefix, {EOS: 0.9})
     mass = sum(listed.values())
     if mass > 0.99:
-        raise ValueError(f"ScriptedModel: the listed probabilities after {prefix} sum to {mass}; keep them <= 0.99")
+        raise ValueError(
+            f"ScriptedModel: the listed probabilities after {prefix} sum to {mass}; keep them <= 0.99"
+        )
     rest = _background(vocab_size)
     rest[list(listed)] = 0.0
     probs = rest / rest.sum() * (1.0 - mass)
@@ -140,9 +189,15 @@ def describe(script: dict) -> str:
     """The listed probabilities of a script, one prefix a line (for a visible test's printout)."""
     lines = []
     for prefix, nxt in script.items():
-        shown = ", ".join(f"{'EOS' if t == EOS else t}: {p:g}" for t, p in nxt.items())
-        lines.append(f"  after <bos> {' '.join(map(str, prefix)) or '':<6s} -> {shown}")
-    lines.append("  any other prefix -> EOS: 0.9 (and after EOS: junk token 12: 0.9)")
+        shown = ", ".join(
+            f"{'EOS' if t == EOS else t}: {p:g}" for t, p in nxt.items()
+        )
+        lines.append(
+            f"  after <bos> {' '.join(map(str, prefix)) or '':<6s} -> {shown}"
+        )
+    lines.append(
+        "  any other prefix -> EOS: 0.9 (and after EOS: junk token 12: 0.9)"
+    )
     return "\n".join(lines)
 
 
@@ -157,27 +212,40 @@ class ScriptedModel(nn.Module):
     used.  The token ids are the course's: ``PAD = 0``, ``BOS = 1``, ``EOS = 2``.
     """
 
-    def __init__(self, scripts: dict[int, dict] | None = None, vocab_size: int = 13):
+    def __init__(
+        self, scripts: dict[int, dict] | None = None, vocab_size: int = 13
+    ):
         super().__init__()
         self.scripts = SCRIPTS if scripts is None else scripts
         self.vocab_size = vocab_size
-        self.dummy = nn.Parameter(torch.zeros(()))  # gives the module a device and a dtype
-        self._log_probs: dict[tuple, Tensor] = {}  # (script key, prefix) -> log-probabilities, computed once
+        # gives the module a device and a dtype
+        self.dummy = nn.Parameter(torch.zeros(()))
+        self._log_probs: dict[
+            tuple, Tensor
+        ] = {}  # (script key, prefix) -> log-probabilities, computed once
 
     def encode(self, src: Tensor, src_keep: Tensor | None = None) -> Tensor:
         return F.one_hot(src, self.vocab_size).to(self.dummy.dtype)
 
-    def decode(self, tgt: Tensor, memory: Tensor, src_keep: Tensor | None = None) -> Tensor:
+    def decode(
+        self, tgt: Tensor, memory: Tensor, src_keep: Tensor | None = None
+    ) -> Tensor:
         batch, t = tgt.shape
-        keys = memory[:, 0].argmax(dim=-1).tolist() if memory.shape[1] else [None] * batch
+        keys = (
+            memory[:, 0].argmax(dim=-1).tolist()
+            if memory.shape[1]
+            else [None] * batch
+        )
         rows = tgt.tolist()
         out = torch.empty(batch, t, self.vocab_size, dtype=torch.float64)
         for b in range(batch):
             for p in range(t):
-                entry = (keys[b], tuple(rows[b][1:p + 1]))
+                entry = (keys[b], tuple(rows[b][1 : p + 1]))
                 if entry not in self._log_probs:
                     script = self.scripts.get(keys[b], {})
-                    self._log_probs[entry] = next_token_probs(script, entry[1], self.vocab_size).log()
+                    self._log_probs[entry] = next_token_probs(
+                        script, entry[1], self.vocab_size
+                    ).log()
                 out[b, p] = self._log_probs[entry]
         return out.to(device=memory.device, dtype=memory.dtype) + self.dummy
 
@@ -185,7 +253,15 @@ class ScriptedModel(nn.Module):
         return self.decode(tgt, self.encode(src), src != PAD)
 
 
-def path_log_prob(script: dict, tokens: list[int], vocab_size: int = 13) -> float:
+def path_log_prob(
+    script: dict, tokens: list[int], vocab_size: int = 13
+) -> float:
     """log P(tokens | the script), ``tokens`` after BOS (for checking the comments above)."""
-    return sum(math.log(float(next_token_probs(script, tuple(tokens[:i]), vocab_size)[tok]))
-               for i, tok in enumerate(tokens))
+    return sum(
+        math.log(
+            float(
+                next_token_probs(script, tuple(tokens[:i]), vocab_size)[tok]
+            )
+        )
+        for i, tok in enumerate(tokens)
+    )

@@ -4,6 +4,7 @@
 ``split_heads``/``merge_heads``, so a mistake in those two exercises is not counted again in
 the module's tests.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -19,15 +20,24 @@ _SPLIT_HEADS, _MERGE_HEADS = split_heads, merge_heads
 
 
 @contextlib.contextmanager
-def reference_heads(namespace: MutableMapping[str, object]) -> Iterator[None]:
+def reference_heads(
+    namespace: MutableMapping[str, object],
+) -> Iterator[None]:
     """Inside the ``with`` block, ``namespace['split_heads']`` and ``['merge_heads']`` are the course's.
 
     A learner's ``MultiHeadAttention`` may call their own ``split_heads``/``merge_heads``; a test
     of the module runs it with ``reference_heads(globals())`` so that a mistake in those two
     exercises is not counted again.  The previous bindings are restored afterwards.
     """
-    saved = {name: namespace[name] for name in ("split_heads", "merge_heads") if name in namespace}
-    namespace["split_heads"], namespace["merge_heads"] = _SPLIT_HEADS, _MERGE_HEADS
+    saved = {
+        name: namespace[name]
+        for name in ("split_heads", "merge_heads")
+        if name in namespace
+    }
+    namespace["split_heads"], namespace["merge_heads"] = (
+        _SPLIT_HEADS,
+        _MERGE_HEADS,
+    )
     try:
         yield
     finally:

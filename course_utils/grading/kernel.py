@@ -19,6 +19,7 @@ cannot, it starts the kernel itself as above.
 
 This file is run by path, so it imports nothing heavy and nothing from ``course_utils``.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,20 +27,31 @@ import os
 import sys
 from pathlib import Path
 
-MEM_LIMIT_ENV = "COURSE_KERNEL_MEM_LIMIT"  # bytes, set in the kernel spec's env
+MEM_LIMIT_ENV = (
+    "COURSE_KERNEL_MEM_LIMIT"  # bytes, set in the kernel spec's env
+)
 # The grading kernel's hooks (course_utils/grading/cell_hooks.py: graded test cells in their own
 # namespace; after a failed cell, let go of what its frames held): an option for IPKernelApp, whose exec_lines run in the notebook's namespace at start-up and leave
 # no name there.
-RELEASE_FRAMES = ("--IPKernelApp.exec_lines=__import__('course_utils.grading.cell_hooks', "
-                  "fromlist=['install']).install(get_ipython())")
+RELEASE_FRAMES = (
+    "--IPKernelApp.exec_lines=__import__('course_utils.grading.cell_hooks', "
+    "fromlist=['install']).install(get_ipython())"
+)
 
 
-def write_kernelspec(folder: str | os.PathLike, mem_limit: int | None) -> Path:
+def write_kernelspec(
+    folder: str | os.PathLike, mem_limit: int | None
+) -> Path:
     """Write ``folder/kernels/python3/kernel.json`` launching this file; return ``folder``."""
     spec_dir = Path(folder) / "kernels" / "python3"
     spec_dir.mkdir(parents=True, exist_ok=True)
     spec = {
-        "argv": [sys.executable, str(Path(__file__).resolve()), "-f", "{connection_file}"],
+        "argv": [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "-f",
+            "{connection_file}",
+        ],
         "display_name": "Python 3 (course grading)",
         "language": "python",
         "interrupt_mode": "signal",  # the per-cell timeout interrupts with SIGINT, as usual
@@ -75,7 +87,10 @@ def contain() -> None:
 
 
 def main() -> None:
-    if os.environ.get("COURSE_FORKSERVER") or os.environ.get("COURSE_SANDBOXED"):  # forkserver.py's two variables
+    # forkserver.py's two variables
+    if os.environ.get("COURSE_FORKSERVER") or os.environ.get(
+        "COURSE_SANDBOXED"
+    ):
         import forkserver  # next to this file (sys.path[0]); standard library only
 
         code = forkserver.run_forked_kernel(sys.argv[1:])

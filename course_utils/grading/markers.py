@@ -10,22 +10,51 @@ grades nothing (a figure of stored runs, a timing); the grading driver does not 
 cell must keep: it is neither an answer nor a test, and nothing that runs after it reads a name
 it binds.
 """
+
 from __future__ import annotations
 
 import re
 
-__all__ = ["MARKERS", "STUB", "HIDDEN", "SOLUTION", "SKIP_WHILE_GRADING", "strip_hidden_tests",
-           "strip_solution_markers", "replace_solutions_with_stub", "skipped_while_grading", "skip_problems",
-           "defined_names", "reads_and_binds", "imported_modules"]
+__all__ = [
+    "MARKERS",
+    "STUB",
+    "HIDDEN",
+    "SOLUTION",
+    "SKIP_WHILE_GRADING",
+    "strip_hidden_tests",
+    "strip_solution_markers",
+    "replace_solutions_with_stub",
+    "skipped_while_grading",
+    "skip_problems",
+    "defined_names",
+    "reads_and_binds",
+    "imported_modules",
+]
 
-MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+MARKERS = (
+    "### BEGIN SOLUTION",
+    "### END SOLUTION",
+    "### BEGIN HIDDEN TESTS",
+    "### END HIDDEN TESTS",
+)
 STUB = "# YOUR CODE HERE\nraise NotImplementedError()"  # as autograde/nbgrader_config.py's code_stub
-HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS(.*?)### END HIDDEN TESTS", re.S)  # group 1: the hidden code
-SOLUTION = re.compile(r"### BEGIN SOLUTION(.*?)### END SOLUTION", re.S)  # group 1: the answer
-_HIDDEN_WITH_INDENT = re.compile(r"\n?[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*", re.S)
-_SOLUTION_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
-SKIP_WHILE_GRADING = "skip-while-grading"  # a cell tag: see the module docstring
-_SOLUTION_BLOCK = re.compile(r"^([ \t]*)### BEGIN SOLUTION[ \t]*\n.*?^[ \t]*### END SOLUTION[ \t]*$", re.M | re.S)
+# group 1: the hidden code
+HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS(.*?)### END HIDDEN TESTS", re.S)
+# group 1: the answer
+SOLUTION = re.compile(r"### BEGIN SOLUTION(.*?)### END SOLUTION", re.S)
+_HIDDEN_WITH_INDENT = re.compile(
+    r"\n?[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*", re.S
+)
+_SOLUTION_MARKER = re.compile(
+    r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M
+)
+SKIP_WHILE_GRADING = (
+    "skip-while-grading"  # a cell tag: see the module docstring
+)
+_SOLUTION_BLOCK = re.compile(
+    r"^([ \t]*)### BEGIN SOLUTION[ \t]*\n.*?^[ \t]*### END SOLUTION[ \t]*$",
+    re.M | re.S,
+)
 
 
 def strip_hidden_tests(source: str) -> str:
@@ -40,21 +69,33 @@ def strip_solution_markers(source: str) -> str:
 
 def replace_solutions_with_stub(source: str) -> str:
     """Each solution block becomes ``STUB``, indented like the block (as nbgrader's release does)."""
-    return _SOLUTION_BLOCK.sub(lambda m: "\n".join(m.group(1) + line for line in STUB.splitlines()), source)
+    return _SOLUTION_BLOCK.sub(
+        lambda m: "\n".join(m.group(1) + line for line in STUB.splitlines()),
+        source,
+    )
 
 
 def skipped_while_grading(cell) -> bool:
     """Whether the grading driver leaves ``cell`` out (its tag, on a cell that is neither answer nor test)."""
     meta = cell.get("metadata", {})
     grading = meta.get("nbgrader", {})
-    return (cell.get("cell_type") == "code" and SKIP_WHILE_GRADING in meta.get("tags", [])
-            and not grading.get("solution") and not grading.get("grade"))
+    return (
+        cell.get("cell_type") == "code"
+        and SKIP_WHILE_GRADING in meta.get("tags", [])
+        and not grading.get("solution")
+        and not grading.get("grade")
+    )
 
 
 def _parse(source: str):
     import ast
 
-    return ast.parse("\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in source.splitlines()))
+    return ast.parse(
+        "\n".join(
+            "" if ln.lstrip().startswith(("%", "!")) else ln
+            for ln in source.splitlines()
+        )
+    )
 
 
 def defined_names(source: str) -> dict[str, int]:
@@ -68,12 +109,18 @@ def defined_names(source: str) -> dict[str, int]:
         return {}
     binds: dict[str, int] = {}
     for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if isinstance(
+            node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        ):
             found = {node.name}
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             found = {(a.asname or a.name).split(".")[0] for a in node.names}
         else:
-            found = {n.id for n in _own_names(node) if isinstance(n.ctx, ast.Store)}
+            found = {
+                n.id
+                for n in _own_names(node)
+                if isinstance(n.ctx, ast.Store)
+            }
         for name in found:
             binds.setdefault(name, node.lineno)
     return binds
@@ -88,8 +135,15 @@ def _own_names(node, inner: frozenset = frozenset()):
         if node.id not in inner:
             yield node
         return
-    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-        inner = inner | {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+    if isinstance(
+        node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+    ):
+        inner = inner | {
+            n.id
+            for g in node.generators
+            for n in ast.walk(g.target)
+            if isinstance(n, ast.Name)
+        }
     for child in ast.iter_child_nodes(node):
         yield from _own_names(child, inner)
 
@@ -107,8 +161,16 @@ def imported_modules(source: str) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names if a.name != "*"]
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and not node.level
+        ):
+            names = [node.module] + [
+                f"{node.module}.{a.name}"
+                for a in node.names
+                if a.name != "*"
+            ]
         else:
             continue
         found += [n for n in names if n not in found]
@@ -121,8 +183,12 @@ def reads_and_binds(source: str) -> tuple[set[str], set[str]]:
 
     binds = defined_names(source)
     # A read on the line that binds (x = x + 1) or before it needs the value from outside.
-    reads = {n.id for n in _own_names(_parse(source)) if isinstance(n.ctx, ast.Load)
-             and n.lineno <= binds.get(n.id, n.lineno)}
+    reads = {
+        n.id
+        for n in _own_names(_parse(source))
+        if isinstance(n.ctx, ast.Load)
+        and n.lineno <= binds.get(n.id, n.lineno)
+    }
     return reads, set(binds)
 
 
@@ -132,12 +198,20 @@ def skip_problems(nb) -> list[str]:
     A name a skipped cell binds is needed when a later cell that runs reads it before binding it
     itself, and no cell that runs in between binds it first."""
     problems = []
-    code = [(i, c, *reads_and_binds(c.source)) for i, c in enumerate(nb.cells, 1) if c.get("cell_type") == "code"]
+    code = [
+        (i, c, *reads_and_binds(c.source))
+        for i, c in enumerate(nb.cells, 1)
+        if c.get("cell_type") == "code"
+    ]
     for i, cell, _, binds in code:
-        if SKIP_WHILE_GRADING not in cell.get("metadata", {}).get("tags", []):
+        if SKIP_WHILE_GRADING not in cell.get("metadata", {}).get(
+            "tags", []
+        ):
             continue
         if not skipped_while_grading(cell):
-            problems.append(f"cell {i} is an answer or a test: it always runs")
+            problems.append(
+                f"cell {i} is an answer or a test: it always runs"
+            )
             continue
         live = set(binds)
         for j, later, reads, later_binds in code:
@@ -145,7 +219,9 @@ def skip_problems(nb) -> list[str]:
                 continue
             used = sorted(live & reads)
             if used:
-                problems.append(f"cell {i} is skipped while grading but cell {j} reads {', '.join(used)}, "
-                                "which it binds")
+                problems.append(
+                    f"cell {i} is skipped while grading but cell {j} reads {', '.join(used)}, "
+                    "which it binds"
+                )
             live -= later_binds
     return problems

@@ -6,6 +6,7 @@ A learner's notebook runs in the same kernel as the hidden tests, so it could re
 tests compare against code that nothing in the notebook has touched.  (A guard against
 accidents and casual tampering, not a sandbox: see book/grading.md.)
 """
+
 from __future__ import annotations
 
 import importlib
@@ -45,7 +46,9 @@ class Pristine:
                 continue
             setattr(self, name, module)
             return module
-        raise AttributeError(f"course_utils has no module {name!r} in any tier ({', '.join(t or '.' for t in self.TIERS)})")
+        raise AttributeError(
+            f"course_utils has no module {name!r} in any tier ({', '.join(t or '.' for t in self.TIERS)})"
+        )
 
 
 def pristine() -> Pristine:
@@ -59,9 +62,13 @@ def pristine() -> Pristine:
     integrity.assert_untampered()
     name = f"_course_utils_pristine_{next(_counter)}"
     spec = importlib.util.spec_from_file_location(
-        name, _PACKAGE_DIR / "__init__.py", submodule_search_locations=[str(_PACKAGE_DIR)]
+        name,
+        _PACKAGE_DIR / "__init__.py",
+        submodule_search_locations=[str(_PACKAGE_DIR)],
     )
     package = importlib.util.module_from_spec(spec)
-    sys.modules[name] = package  # relative imports inside the copy resolve to the copy
+    sys.modules[name] = (
+        package  # relative imports inside the copy resolve to the copy
+    )
     spec.loader.exec_module(package)
     return Pristine(package)

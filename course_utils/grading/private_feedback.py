@@ -7,6 +7,7 @@ preprocessors: every autograded test cell keeps its visible lines and loses its 
 and every error keeps only ``ename: evalue`` (for the course's checks: what was wrong, and a
 hint), as the course's own feedback page does (course_utils.grading.feedback).
 """
+
 from __future__ import annotations
 
 import re
@@ -14,7 +15,7 @@ import re
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
 
-from course_utils.grading.markers import HIDDEN, strip_hidden_tests
+from .markers import HIDDEN, strip_hidden_tests
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 NOTICE = "# (hidden tests: not shown; their results are in the points and messages)"
@@ -22,14 +23,21 @@ NOTICE = "# (hidden tests: not shown; their results are in the points and messag
 
 def _private_error(output) -> None:
     """An error output reduced to its message: the traceback is replaced by ``ename: evalue``."""
-    message = ": ".join(_ANSI.sub("", x) for x in (output.get("ename"), output.get("evalue")) if x)
+    message = ": ".join(
+        _ANSI.sub("", x)
+        for x in (output.get("ename"), output.get("evalue"))
+        if x
+    )
     output["traceback"] = [message]
 
 
 class HideTests(Preprocessor):
     """Hidden tests out of every cell's source; tracebacks out of every error output."""
 
-    enabled = Bool(True, help="nbconvert runs a preprocessor only when enabled; this one always").tag(config=True)
+    enabled = Bool(
+        True,
+        help="nbconvert runs a preprocessor only when enabled; this one always",
+    ).tag(config=True)
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type == "code":

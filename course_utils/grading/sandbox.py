@@ -24,6 +24,7 @@ Where bubblewrap cannot start (not installed, user namespaces switched off, not 
 stops and says so (``unavailable``), unless the instructor passes ``--no-sandbox``; every status
 row and grade export then says ``graded without sandbox``.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,7 +36,8 @@ from pathlib import Path
 
 FLAG_UNSANDBOXED = "graded without sandbox"
 UID = 1000  # the user learner code runs as, inside the sandbox
-TMP_BYTES = 256 * 2**20  # the private /tmp lives in memory no process's RSS shows: keep it small
+# the private /tmp lives in memory no process's RSS shows: keep it small
+TMP_BYTES = 256 * 2**20
 # The environment of the sandbox: nothing from the grader's, only what a kernel needs.
 BASE_ENV = {
     "HOME": "/tmp/home",
@@ -45,11 +47,22 @@ BASE_ENV = {
     "MPLCONFIGDIR": "/tmp/home/.matplotlib",
 }
 # What a kernel's launcher may pass on into the sandbox (everything else is the sandbox's own).
-PASSED_ENV = ("NBGRADER_EXECUTION", "COURSE_KERNEL_MEM_LIMIT", "COURSE_FAST", "MPLBACKEND", "OMP_NUM_THREADS",
-              "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PYDEVD_DISABLE_FILE_VALIDATION", "JPY_SESSION_NAME")
-FIX = ("install bubblewrap ('sudo apt-get install -y bubblewrap' on Debian and Ubuntu), on Linux with user "
-       "namespaces enabled; or grade with --no-sandbox (make autograde ... NO_SANDBOX=1), which runs learner "
-       "code with the grader's rights and marks every row 'graded without sandbox'")
+PASSED_ENV = (
+    "NBGRADER_EXECUTION",
+    "COURSE_KERNEL_MEM_LIMIT",
+    "COURSE_FAST",
+    "MPLBACKEND",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "PYDEVD_DISABLE_FILE_VALIDATION",
+    "JPY_SESSION_NAME",
+)
+FIX = (
+    "install bubblewrap ('sudo apt-get install -y bubblewrap' on Debian and Ubuntu), on Linux with user "
+    "namespaces enabled; or grade with --no-sandbox (make autograde ... NO_SANDBOX=1), which runs learner "
+    "code with the grader's rights and marks every row 'graded without sandbox'"
+)
 
 
 def _bwrap() -> str | None:
@@ -59,8 +72,22 @@ def _bwrap() -> str | None:
 # What of /etc a Python process reads (the loader's cache, users, time zone, fonts, certificates):
 # not all of it.  Seen from inside, the files of the grader's user are the sandbox user's, so a
 # file only the grader may read (/etc/shadow, a host key) must not be there at all.
-ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "localtime",
-       "timezone", "alternatives", "fonts", "ssl/certs", "ca-certificates", "mime.types", "matplotlibrc")
+ETC = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "localtime",
+    "timezone",
+    "alternatives",
+    "fonts",
+    "ssl/certs",
+    "ca-certificates",
+    "mime.types",
+    "matplotlibrc",
+)
 
 
 def _system_binds() -> list[str]:
@@ -85,15 +112,21 @@ def _python_binds() -> list[str]:
     import course_utils
     from course_utils.results import checkout_root, find_results_dir
 
-    paths = {Path(sys.prefix), Path(sys.base_prefix), Path(course_utils.__file__).resolve().parent}
+    paths = {
+        Path(sys.prefix),
+        Path(sys.base_prefix),
+        Path(course_utils.__file__).resolve().parent,
+    }
     results = find_results_dir()
     if results.is_dir():
         paths.add(results.resolve())
     root = checkout_root()
-    if root is not None:  # how course_utils.results recognises a checkout: keep that true inside
+    # how course_utils.results recognises a checkout: keep that true inside
+    if root is not None:
         paths.add(root / "pyproject.toml")
     args = []
-    for path in sorted(paths, key=lambda p: len(p.parts)):  # parents first, so a child bind wins
+    # parents first, so a child bind wins
+    for path in sorted(paths, key=lambda p: len(p.parts)):
         if path.exists():
             args += ["--ro-bind", str(path), str(path)]
     return args
@@ -108,34 +141,70 @@ class Sandbox:
     the sandbox at the same paths, so the grader and the kernel name them alike."""
 
     def __init__(self, folder: str | os.PathLike | None = None):
-        self.folder = Path(folder or tempfile.mkdtemp(prefix="course-sbx-"))  # short: socket paths have ~100 bytes
+        # short: socket paths have ~100 bytes
+        self.folder = Path(folder or tempfile.mkdtemp(prefix="course-sbx-"))
         self.run_dir, self.work = self.folder / "run", self.folder / "work"
         for d in (self.run_dir, self.work):
             d.mkdir(parents=True, exist_ok=True)
 
-    def command(self, argv: list[str], extra_env: dict | None = None) -> list[str]:
+    def command(
+        self, argv: list[str], extra_env: dict | None = None
+    ) -> list[str]:
         """``argv`` run inside the sandbox, in ``work/``."""
         bwrap = _bwrap()
         if bwrap is None:
             raise RuntimeError(f"no bwrap on PATH: {FIX}")
-        env = dict(BASE_ENV, PATH=os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
-                   **(extra_env or {}))
+        env = dict(
+            BASE_ENV,
+            PATH=os.pathsep.join(
+                [str(Path(sys.executable).parent), "/usr/bin", "/bin"]
+            ),
+            **(extra_env or {}),
+        )
         # The private /tmp first: binds that follow it may lie under /tmp (a checkout or a
         # virtual environment there) and are mounted on top of it, not hidden by it.
-        args = [bwrap, "--unshare-all", "--unshare-user", "--uid", str(UID), "--gid", str(UID),
-                "--die-with-parent", "--new-session", "--hostname", "grading",
-                "--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--dir", "/tmp/home",
-                *_system_binds(), *_python_binds(),
-                "--proc", "/proc", "--dev", "/dev",
-                "--bind", str(self.folder), str(self.folder),
-                "--chdir", str(self.work), "--clearenv"]
+        args = [
+            bwrap,
+            "--unshare-all",
+            "--unshare-user",
+            "--uid",
+            str(UID),
+            "--gid",
+            str(UID),
+            "--die-with-parent",
+            "--new-session",
+            "--hostname",
+            "grading",
+            "--size",
+            str(TMP_BYTES),
+            "--tmpfs",
+            "/tmp",
+            "--dir",
+            "/tmp/home",
+            *_system_binds(),
+            *_python_binds(),
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--bind",
+            str(self.folder),
+            str(self.folder),
+            "--chdir",
+            str(self.work),
+            "--clearenv",
+        ]
         for key, value in env.items():
             args += ["--setenv", key, value]
         return [*args, "--", *argv]
 
     def reset(self, submission: Path | None = None) -> None:
         """Empty ``run/`` and ``work/``; then copy ``submission`` (a student's submitted folder) into ``work/``."""
-        for d in (self.run_dir, self.work):  # emptied, not replaced: the zygote's working directory stays
+        # emptied, not replaced: the zygote's working directory stays
+        for d in (
+            self.run_dir,
+            self.work,
+        ):
             for entry in d.iterdir():
                 if entry.is_dir() and not entry.is_symlink():
                     shutil.rmtree(entry, ignore_errors=True)
@@ -144,8 +213,14 @@ class Sandbox:
         # The sandbox's user is the grader's user seen from inside (user namespace), so it may
         # write here and nowhere else the grader can.
         if submission is not None and submission.is_dir():
-            shutil.copytree(submission, self.work, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+            shutil.copytree(
+                submission,
+                self.work,
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns(
+                    ".ipynb_checkpoints", "__pycache__"
+                ),
+            )
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -159,8 +234,13 @@ def unavailable() -> str | None:
         return f"bubblewrap (bwrap) is not installed: {FIX}"
     box = Sandbox()
     try:
-        proc = subprocess.run(box.command([sys.executable, "-c", "print('ok')"]), capture_output=True,
-                              text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+        proc = subprocess.run(
+            box.command([sys.executable, "-c", "print('ok')"]),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PATH": "/usr/bin:/bin"},
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap did not start: {exc}; {FIX}"
     finally:

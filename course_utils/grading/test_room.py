@@ -25,6 +25,7 @@ between that and the call.  This guards the tests against a notebook's names, in
 process as the learner's code: the sandbox (``sandbox.py``) bounds what that code can reach, and
 the static scan (``tamper.py``) flags code that goes after these hooks.
 """
+
 from __future__ import annotations
 
 import ast
@@ -35,7 +36,12 @@ from . import integrity
 NAME = "__course_test_room__"
 _MISSING = object()
 # Taken when the kernel starts, before learner code: what the room itself calls.
-_exec, _compile, _parse, _check = exec, compile, ast.parse, integrity.assert_untampered
+_exec, _compile, _parse, _check = (
+    exec,
+    compile,
+    ast.parse,
+    integrity.assert_untampered,
+)
 
 
 def wrap(source: str, preamble: str) -> str:
@@ -55,7 +61,11 @@ def preamble_of(sources, answers=()) -> str:
             continue
         for node in tree.body:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
-                node.names = [a for a in node.names if (a.asname or a.name).split(".")[0] not in answers]
+                node.names = [
+                    a
+                    for a in node.names
+                    if (a.asname or a.name).split(".")[0] not in answers
+                ]
                 if node.names and not any(a.name == "*" for a in node.names):
                     lines.append(ast.unparse(node))
     return "\n".join(lines)
@@ -63,7 +73,11 @@ def preamble_of(sources, answers=()) -> str:
 
 def _free_names(tree: ast.AST) -> set[str]:
     """Names the code reads (a superset of what it needs from outside: cheap and safe)."""
-    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    return {
+        node.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+    }
 
 
 class _Room:
@@ -83,13 +97,17 @@ class _Room:
             value = user_ns.get(name, _MISSING)
             if value is not _MISSING:
                 room[name] = value
-        room["globals"] = lambda: user_ns  # tests swap the course's parts into the notebook's namespace
+        # tests swap the course's parts into the notebook's namespace
+        room["globals"] = lambda: user_ns
         entry = dict(room)
         try:
             _exec(_compile(tree, self._filename(source), "exec"), room)
         finally:
             for name, value in room.items():
-                if name in ("__builtins__", "globals") or entry.get(name, _MISSING) is value:
+                if (
+                    name in ("__builtins__", "globals")
+                    or entry.get(name, _MISSING) is value
+                ):
                     continue
                 user_ns[name] = value
 
@@ -97,7 +115,7 @@ class _Room:
         """A name under which tracebacks show the test's lines (IPython's cell cache), as for any cell."""
         try:
             return self.shell.compile.cache(source)
-        except Exception:  # noqa: BLE001 - not IPython: tracebacks lose the lines, nothing else
+        except Exception:
             return "<graded test cell>"
 
     def before_cell(self, info=None) -> None:

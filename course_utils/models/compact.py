@@ -11,6 +11,7 @@ Shapes: images ``(B, 3, H, W)``; tokens ``(B, N, dim)`` with ``N = (H/2)(W/2)``;
 ``(B, num_classes)``.  Attention runs through ``F.scaled_dot_product_attention`` (flash or
 memory-efficient kernels on a GPU); chapter 04 teaches what that kernel computes.
 """
+
 from __future__ import annotations
 
 import torch
@@ -29,20 +30,35 @@ class _Block(nn.Module):
     of shallower ones; in evaluation every branch is kept.
     """
 
-    def __init__(self, dim: int, num_heads: int, mlp_dim: int, drop_path: float, attn_dropout: float):
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        mlp_dim: int,
+        drop_path: float,
+        attn_dropout: float,
+    ):
         super().__init__()
         self.num_heads, self.attn_dropout = num_heads, attn_dropout
         self.norm1 = nn.LayerNorm(dim)
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
         self.norm2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, mlp_dim), nn.GELU(), nn.Linear(mlp_dim, dim))
+        self.mlp = nn.Sequential(
+            nn.Linear(dim, mlp_dim), nn.GELU(), nn.Linear(mlp_dim, dim)
+        )
         self.drop = StochasticDepth(drop_path, mode="row")
 
     def attention(self, x: Tensor) -> Tensor:
         b, n, d = x.shape
-        q, k, v = self.qkv(x).view(b, n, 3, self.num_heads, d // self.num_heads).permute(2, 0, 3, 1, 4)
-        out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_dropout if self.training else 0.0)
+        q, k, v = (
+            self.qkv(x)
+            .view(b, n, 3, self.num_heads, d // self.num_heads)
+            .permute(2, 0, 3, 1, 4)
+        )
+        out = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=self.attn_dropout if self.training else 0.0
+        )
         return self.proj(out.transpose(1, 2).reshape(b, n, d))
 
     def forward(self, x: Tensor) -> Tensor:
@@ -58,28 +74,50 @@ class CompactTransformer(nn.Module):
     value in the last (as in the paper and timm).
     """
 
-    def __init__(self, img_size: int = 32, num_classes: int = 10, dim: int = 256, depth: int = 7,
-                 num_heads: int = 4, mlp_ratio: float = 2.0, conv_layers: int = 1, stem_width: int = 64,
-                 drop_path: float = 0.1, attn_dropout: float = 0.1, in_chans: int = 3):
+    def __init__(
+        self,
+        img_size: int = 32,
+        num_classes: int = 10,
+        dim: int = 256,
+        depth: int = 7,
+        num_heads: int = 4,
+        mlp_ratio: float = 2.0,
+        conv_layers: int = 1,
+        stem_width: int = 64,
+        drop_path: float = 0.1,
+        attn_dropout: float = 0.1,
+        in_chans: int = 3,
+    ):
         super().__init__()
         if dim % num_heads:
-            raise ValueError(f"CompactTransformer: dim {dim} is not divisible by num_heads {num_heads}")
-        if img_size % 2 ** conv_layers:
-            raise ValueError(f"CompactTransformer: img_size {img_size} does not halve {conv_layers} times")
+            raise ValueError(
+                f"CompactTransformer: dim {dim} is not divisible by num_heads {num_heads}"
+            )
+        if img_size % 2**conv_layers:
+            raise ValueError(
+                f"CompactTransformer: img_size {img_size} does not halve {conv_layers} times"
+            )
         layers, c_in = [], in_chans
         for i in range(conv_layers):
             c_out = dim if i == conv_layers - 1 else stem_width
-            layers += [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.ReLU(inplace=True),
-                       nn.MaxPool2d(3, stride=2, padding=1)]
+            layers += [
+                nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
+                nn.ReLU(inplace=True),
+                nn.MaxPool2d(3, stride=2, padding=1),
+            ]
             c_in = c_out
         self.tokenizer = nn.Sequential(*layers)
-        self.num_tokens = (img_size // 2 ** conv_layers) ** 2
+        self.num_tokens = (img_size // 2**conv_layers) ** 2
         self.img_size = img_size
         self.pos_embed = nn.Parameter(torch.zeros(1, self.num_tokens, dim))
         rates = [drop_path * i / max(depth - 1, 1) for i in range(depth)]
-        self.blocks = nn.ModuleList(_Block(dim, num_heads, int(dim * mlp_ratio), r, attn_dropout) for r in rates)
+        self.blocks = nn.ModuleList(
+            _Block(dim, num_heads, int(dim * mlp_ratio), r, attn_dropout)
+            for r in rates
+        )
         self.norm = nn.LayerNorm(dim)
-        self.pool = nn.Linear(dim, 1)  # sequence pooling: one score per token
+        # sequence pooling: one score per token
+        self.pool = nn.Linear(dim, 1)
         self.head = nn.Linear(dim, num_classes)
         self._init()
 
@@ -97,12 +135,23 @@ class CompactTransformer(nn.Module):
         return {"pos_embed"}
 
     def forward(self, images: Tensor) -> Tensor:
-        if images.dim() != 4 or images.shape[-1] != self.img_size or images.shape[-2] != self.img_size:
-            raise ValueError(f"CompactTransformer: expected images (B, 3, {self.img_size}, {self.img_size}), "
-                             f"got {tuple(images.shape)}")
-        x = self.tokenizer(images).flatten(2).transpose(1, 2) + self.pos_embed  # (B, N, dim)
+        if (
+            images.dim() != 4
+            or images.shape[-1] != self.img_size
+            or images.shape[-2] != self.img_size
+        ):
+            raise ValueError(
+                f"CompactTransformer: expected images (B, 3, {self.img_size}, {self.img_size}), "
+                f"got {tuple(images.shape)}"
+            )
+        # (B, N, dim)
+        x = (
+            self.tokenizer(images).flatten(2).transpose(1, 2)
+            + self.pos_embed
+        )
         for block in self.blocks:
             x = block(x)
         x = self.norm(x)
-        weights = torch.softmax(self.pool(x).float(), dim=1).to(x.dtype)  # (B, N, 1)
+        # (B, N, 1)
+        weights = torch.softmax(self.pool(x).float(), dim=1).to(x.dtype)
         return self.head((weights * x).sum(dim=1))

@@ -15,6 +15,7 @@ a test copies into the learner's.  There the class edition's
 In eval mode it equals the reference up to rounding.  In training mode with dropout the
 weights it returns are those after dropout (PyTorch's), and its dropout draws differ.
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,12 +31,24 @@ class MultiHeadAttention(nn.Module):
     """H heads on d_model/H features each; ``forward(query (B, m, d), key (B, n, d), value (B, n, d),
     mask)`` -> out ``(B, m, d)``, weights ``(B, H, m, n)``; unbatched ``(m, d)`` inputs too."""
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 qkv_bias: bool | None = None):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        qkv_bias: bool | None = None,
+    ):
         super().__init__()
         if d_model % num_heads:
-            raise ValueError(f"MultiHeadAttention: d_model={d_model} is not divisible by num_heads={num_heads}")
-        self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+            raise ValueError(
+                f"MultiHeadAttention: d_model={d_model} is not divisible by num_heads={num_heads}"
+            )
+        self.d_model, self.num_heads, self.head_dim = (
+            d_model,
+            num_heads,
+            d_model // num_heads,
+        )
         qkv_bias = bias if qkv_bias is None else qkv_bias
         # in the reference's order: the same seed gives the same weights
         self.w_q = nn.Linear(d_model, d_model, bias=qkv_bias)
@@ -44,36 +57,83 @@ class MultiHeadAttention(nn.Module):
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
         for name, t in (("query", query), ("key", key), ("value", value)):
             if t.shape[-1] != self.d_model:
-                raise ValueError(f"MultiHeadAttention: {name} has {t.shape[-1]} features, expected d_model={self.d_model}")
+                raise ValueError(
+                    f"MultiHeadAttention: {name} has {t.shape[-1]} features, expected d_model={self.d_model}"
+                )
         unbatched = query.dim() == 2
         if unbatched:
             query, key, value = query[None], key[None], value[None]
-            mask = None if mask is None else (mask[None] if mask.dim() == 3 else mask)
-        B, m, n, H = query.shape[0], query.shape[1], key.shape[1], self.num_heads
+            mask = (
+                None
+                if mask is None
+                else (mask[None] if mask.dim() == 3 else mask)
+            )
+        B, m, n, H = (
+            query.shape[0],
+            query.shape[1],
+            key.shape[1],
+            self.num_heads,
+        )
         attn_mask = blocked = None
         if mask is not None:
-            keep = mask.unsqueeze(-3) if mask.dim() == 3 else mask  # (B, m, n): shared by the heads
+            # (B, m, n): shared by the heads
+            keep = mask.unsqueeze(-3) if mask.dim() == 3 else mask
             keep = keep.expand(B, H, m, n)
-            blocked = ~keep.any(-1)  # (B, H, m): queries that may attend to nothing
+            # (B, H, m): queries that may attend to nothing
+            blocked = ~keep.any(-1)
             # PyTorch's softmax over no key is NaN: let such a query see every key, zero it below
-            attn_mask = ~(keep | blocked[..., None]).reshape(B * H, m, n)  # PyTorch: True = may NOT
-        biases = None if self.w_q.bias is None else torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias])
+            # PyTorch: True = may NOT
+            attn_mask = ~(keep | blocked[..., None]).reshape(B * H, m, n)
+        biases = (
+            None
+            if self.w_q.bias is None
+            else torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias])
+        )
         # w_o is applied after the zeroing, so PyTorch's output projection is the identity here
-        identity = torch.eye(self.d_model, dtype=query.dtype, device=query.device)
+        identity = torch.eye(
+            self.d_model, dtype=query.dtype, device=query.device
+        )
         heads, weights = F.multi_head_attention_forward(
-            query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1), self.d_model, H,
-            None, biases, None, None, False, self.dropout.p, identity, None, training=self.training,
-            need_weights=True, attn_mask=attn_mask, use_separate_proj_weight=True,
-            q_proj_weight=self.w_q.weight, k_proj_weight=self.w_k.weight, v_proj_weight=self.w_v.weight,
-            average_attn_weights=False)
-        heads = heads.transpose(0, 1)  # (B, m, H * D), head h in features h*D:(h+1)*D
+            query.transpose(0, 1),
+            key.transpose(0, 1),
+            value.transpose(0, 1),
+            self.d_model,
+            H,
+            None,
+            biases,
+            None,
+            None,
+            False,
+            self.dropout.p,
+            identity,
+            None,
+            training=self.training,
+            need_weights=True,
+            attn_mask=attn_mask,
+            use_separate_proj_weight=True,
+            q_proj_weight=self.w_q.weight,
+            k_proj_weight=self.w_k.weight,
+            v_proj_weight=self.w_v.weight,
+            average_attn_weights=False,
+        )
+        # (B, m, H * D), head h in features h*D:(h+1)*D
+        heads = heads.transpose(0, 1)
         if blocked is not None:
             weights = weights.masked_fill(blocked[..., None], 0.0)
-            per_head = heads.unflatten(-1, (H, self.head_dim))  # (B, m, H, D)
-            heads = per_head.masked_fill(blocked.transpose(1, 2)[..., None], 0.0).flatten(-2)
+            # (B, m, H, D)
+            per_head = heads.unflatten(-1, (H, self.head_dim))
+            heads = per_head.masked_fill(
+                blocked.transpose(1, 2)[..., None], 0.0
+            ).flatten(-2)
         out = self.w_o(heads)
         return (out[0], weights[0]) if unbatched else (out, weights)
 
@@ -85,27 +145,43 @@ class MultiHeadAttention(nn.Module):
 # The hidden tests forbid torchvision's ViT parts (nn.MultiheadAttention inside them, and
 # ``VisionTransformer._process_input``) in a learner's answer.
 
+
 def _torchvision_vit():
     from torchvision.models import vision_transformer
+
     return vision_transformer
 
 
-def _block_parameters(block: "EncoderBlock", prefix: str = "") -> dict[str, Tensor]:
+def _block_parameters(
+    block: "EncoderBlock", prefix: str = ""
+) -> dict[str, Tensor]:
     """A course EncoderBlock's parameters under the names of torchvision's ``EncoderBlock``."""
     attn = block.attn
     weight = torch.cat([attn.w_q.weight, attn.w_k.weight, attn.w_v.weight])
-    if attn.w_q.bias is None:  # qkv_bias=False: torchvision's attention always has a bias
+    # qkv_bias=False: torchvision's attention always has a bias
+    if attn.w_q.bias is None:
         bias = weight.new_zeros(weight.shape[0])
     else:
         bias = torch.cat([attn.w_q.bias, attn.w_k.bias, attn.w_v.bias])
-    out_bias = attn.w_o.bias if attn.w_o.bias is not None else attn.w_o.weight.new_zeros(attn.w_o.weight.shape[0])
-    return {f"{prefix}ln_1.weight": block.norm1.weight, f"{prefix}ln_1.bias": block.norm1.bias,
-            f"{prefix}self_attention.in_proj_weight": weight, f"{prefix}self_attention.in_proj_bias": bias,
-            f"{prefix}self_attention.out_proj.weight": attn.w_o.weight,
-            f"{prefix}self_attention.out_proj.bias": out_bias,
-            f"{prefix}ln_2.weight": block.norm2.weight, f"{prefix}ln_2.bias": block.norm2.bias,
-            f"{prefix}mlp.0.weight": block.mlp[0].weight, f"{prefix}mlp.0.bias": block.mlp[0].bias,
-            f"{prefix}mlp.3.weight": block.mlp[3].weight, f"{prefix}mlp.3.bias": block.mlp[3].bias}
+    out_bias = (
+        attn.w_o.bias
+        if attn.w_o.bias is not None
+        else attn.w_o.weight.new_zeros(attn.w_o.weight.shape[0])
+    )
+    return {
+        f"{prefix}ln_1.weight": block.norm1.weight,
+        f"{prefix}ln_1.bias": block.norm1.bias,
+        f"{prefix}self_attention.in_proj_weight": weight,
+        f"{prefix}self_attention.in_proj_bias": bias,
+        f"{prefix}self_attention.out_proj.weight": attn.w_o.weight,
+        f"{prefix}self_attention.out_proj.bias": out_bias,
+        f"{prefix}ln_2.weight": block.norm2.weight,
+        f"{prefix}ln_2.bias": block.norm2.bias,
+        f"{prefix}mlp.0.weight": block.mlp[0].weight,
+        f"{prefix}mlp.0.bias": block.mlp[0].bias,
+        f"{prefix}mlp.3.weight": block.mlp[3].weight,
+        f"{prefix}mlp.3.bias": block.mlp[3].bias,
+    }
 
 
 def _shell(module: nn.Module, owner: nn.Module) -> nn.Module:
@@ -121,12 +197,28 @@ class _WeighingAttention(nn.MultiheadAttention):
     keep_weights = False
     last_weights: Tensor | None = None
 
-    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
-                average_attn_weights=True, is_causal=False):
+    def forward(
+        self,
+        query,
+        key,
+        value,
+        key_padding_mask=None,
+        need_weights=True,
+        attn_mask=None,
+        average_attn_weights=True,
+        is_causal=False,
+    ):
         explicit = self.keep_weights or (self.training and self.dropout > 0)
-        out, self.last_weights = super().forward(query, key, value, key_padding_mask=key_padding_mask,
-                                                 need_weights=explicit, attn_mask=attn_mask,
-                                                 average_attn_weights=False, is_causal=is_causal)
+        out, self.last_weights = super().forward(
+            query,
+            key,
+            value,
+            key_padding_mask=key_padding_mask,
+            need_weights=explicit,
+            attn_mask=attn_mask,
+            average_attn_weights=False,
+            is_causal=is_causal,
+        )
         # batch_first attention hands back a transposed view: made contiguous, the dropout after it
         # draws its mask in the (B, m, d) order the course's layers draw it in
         return out.contiguous(), self.last_weights
@@ -142,13 +234,19 @@ class PatchEmbedding(nn.Module):
     """``forward(images (B, C, S, S)) -> (B, N, dim)``: a Conv2d named ``proj`` (kernel = stride = P),
     applied by torchvision's ViT input step."""
 
-    def __init__(self, img_size: int, patch_size: int, in_chans: int, dim: int):
+    def __init__(
+        self, img_size: int, patch_size: int, in_chans: int, dim: int
+    ):
         super().__init__()
         if img_size % patch_size:
-            raise ValueError(f"PatchEmbedding: img_size {img_size} is not divisible by patch_size {patch_size}")
+            raise ValueError(
+                f"PatchEmbedding: img_size {img_size} is not divisible by patch_size {patch_size}"
+            )
         self.img_size, self.patch_size = img_size, patch_size
         self.num_patches = (img_size // patch_size) ** 2
-        self.proj = nn.Conv2d(in_chans, dim, kernel_size=patch_size, stride=patch_size)
+        self.proj = nn.Conv2d(
+            in_chans, dim, kernel_size=patch_size, stride=patch_size
+        )
 
     # what torchvision's VisionTransformer._process_input reads of its module
     image_size = property(lambda self: self.img_size)
@@ -156,32 +254,70 @@ class PatchEmbedding(nn.Module):
     conv_proj = property(lambda self: self.proj)
 
     def forward(self, images: Tensor) -> Tensor:
-        return _torchvision_vit().VisionTransformer._process_input(self, images)
+        return _torchvision_vit().VisionTransformer._process_input(
+            self, images
+        )
 
 
 class EncoderBlock(nn.Module):
     """Pre-norm encoder block with the course's modules (norm1, attn, drop1, norm2, mlp), computed by
-    torchvision's ``EncoderBlock``.  ``forward(x (B, N, dim)) -> (B, N, dim)``; with
-    ``return_weights=True`` also the attention weights ``(B, H, N, N)`` (before dropout)."""
+    torchvision's ``EncoderBlock``.  ``forward(x (B, N, dim)) -> (B, N, dim)``; ``weighed(x)`` returns
+    the output and the attention weights ``(B, H, N, N)``."""
 
-    def __init__(self, dim: int, num_heads: int, mlp_dim: int, dropout: float = 0.0, *, qkv_bias: bool = True):
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        mlp_dim: int,
+        dropout: float = 0.0,
+        *,
+        qkv_bias: bool = True,
+    ):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim)
-        self.attn = MultiHeadAttention(dim, num_heads, dropout=dropout, qkv_bias=qkv_bias)
+        self.attn = MultiHeadAttention(
+            dim, num_heads, dropout=dropout, qkv_bias=qkv_bias
+        )
         self.drop1 = nn.Dropout(dropout)
         self.norm2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, mlp_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(mlp_dim, dim),
-                                 nn.Dropout(dropout))
-        with torch.device("meta"):  # not a submodule: its parameters are the ones above, lent at each call
-            shell = _weighing(_torchvision_vit().EncoderBlock(num_heads, dim, mlp_dim, dropout, dropout,
-                                                              functools.partial(nn.LayerNorm, eps=self.norm1.eps)))
+        self.mlp = nn.Sequential(
+            nn.Linear(dim, mlp_dim),
+            nn.GELU(),
+            nn.Dropout(dropout),
+            nn.Linear(mlp_dim, dim),
+            nn.Dropout(dropout),
+        )
+        # not a submodule: its parameters are the ones above, lent at each call
+        with torch.device("meta"):
+            shell = _weighing(
+                _torchvision_vit().EncoderBlock(
+                    num_heads,
+                    dim,
+                    mlp_dim,
+                    dropout,
+                    dropout,
+                    functools.partial(nn.LayerNorm, eps=self.norm1.eps),
+                )
+            )
         object.__setattr__(self, "_shell", shell)
 
-    def forward(self, x: Tensor, return_weights: bool = False):
+    def forward(self, x: Tensor) -> Tensor:
+        return self._run(x, keep_weights=False)[0]
+
+    def weighed(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """``(out (B, N, dim), weights (B, H, N, N))``: what ``ViT.attention_maps`` reads."""
+        out, weights = self._run(x, keep_weights=True)
+        return out, weights
+
+    def _run(
+        self, x: Tensor, keep_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
         shell = _shell(self._shell, self)
-        shell.self_attention.keep_weights = return_weights
-        out = torch.func.functional_call(shell, _block_parameters(self), (x,))
-        return (out, shell.self_attention.last_weights) if return_weights else out
+        shell.self_attention.keep_weights = keep_weights
+        out = torch.func.functional_call(
+            shell, _block_parameters(self), (x,)
+        )
+        return out, shell.self_attention.last_weights
 
 
 class ViT(nn.Module):
@@ -189,28 +325,57 @@ class ViT(nn.Module):
     pos_embed, dropout, blocks, norm, head), computed by torchvision's ViT encoder.
     ``forward(images (B, C, S, S)) -> logits (B, num_classes)``."""
 
-    def __init__(self, img_size: int, patch_size: int, num_classes: int, dim: int, depth: int, num_heads: int,
-                 mlp_dim: int, in_chans: int = 3, dropout: float = 0.0, *,
-                 stem_channels: tuple[int, ...] | None = None, qkv_bias: bool = True):
+    def __init__(
+        self,
+        img_size: int,
+        patch_size: int,
+        num_classes: int,
+        dim: int,
+        depth: int,
+        num_heads: int,
+        mlp_dim: int,
+        in_chans: int = 3,
+        dropout: float = 0.0,
+        *,
+        stem_channels: tuple[int, ...] | None = None,
+        qkv_bias: bool = True,
+    ):
         super().__init__()
         if stem_channels:
-            from ..references.vit import ConvTokenizer  # not graded: the class edition holds its source
+            # not graded: the class edition holds its source
+            from ..references.vit import (
+                ConvTokenizer,
+            )
 
-            self.patch_embed = ConvTokenizer(img_size, patch_size, in_chans, dim, tuple(stem_channels))
+            self.patch_embed = ConvTokenizer(
+                img_size, patch_size, in_chans, dim, tuple(stem_channels)
+            )
         else:
-            self.patch_embed = PatchEmbedding(img_size, patch_size, in_chans, dim)
+            self.patch_embed = PatchEmbedding(
+                img_size, patch_size, in_chans, dim
+            )
         n = self.patch_embed.num_patches
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos_embed = nn.Parameter(torch.zeros(1, n + 1, dim))
         self.dropout = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(EncoderBlock(dim, num_heads, mlp_dim, dropout, qkv_bias=qkv_bias)
-                                    for _ in range(depth))
+        self.blocks = nn.ModuleList(
+            EncoderBlock(dim, num_heads, mlp_dim, dropout, qkv_bias=qkv_bias)
+            for _ in range(depth)
+        )
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, num_classes)
         self.img_size = img_size
         with torch.device("meta"):
-            shell = _torchvision_vit().Encoder(n + 1, depth, num_heads, dim, mlp_dim, dropout, dropout,
-                                               functools.partial(nn.LayerNorm, eps=self.norm.eps))
+            shell = _torchvision_vit().Encoder(
+                n + 1,
+                depth,
+                num_heads,
+                dim,
+                mlp_dim,
+                dropout,
+                dropout,
+                functools.partial(nn.LayerNorm, eps=self.norm.eps),
+            )
             for layer in shell.layers:
                 _weighing(layer)
         object.__setattr__(self, "_shell", shell)
@@ -236,22 +401,37 @@ class ViT(nn.Module):
 
     def _check(self, images: Tensor) -> None:
         if images.dim() != 4:
-            raise ValueError(f"ViT: expected a batch of images (B, C, H, W), got shape {tuple(images.shape)}; "
-                             "for one image use images.unsqueeze(0)")
-        if images.shape[-1] != self.img_size or images.shape[-2] != self.img_size:
-            raise ValueError(f"ViT: expected {self.img_size}x{self.img_size} images, got {tuple(images.shape)}")
+            raise ValueError(
+                f"ViT: expected a batch of images (B, C, H, W), got shape {tuple(images.shape)}; "
+                "for one image use images.unsqueeze(0)"
+            )
+        if (
+            images.shape[-1] != self.img_size
+            or images.shape[-2] != self.img_size
+        ):
+            raise ValueError(
+                f"ViT: expected {self.img_size}x{self.img_size} images, got {tuple(images.shape)}"
+            )
 
     def _encoder_parameters(self) -> dict[str, Tensor]:
-        params = {"pos_embedding": self.pos_embed, "ln.weight": self.norm.weight, "ln.bias": self.norm.bias}
+        params = {
+            "pos_embedding": self.pos_embed,
+            "ln.weight": self.norm.weight,
+            "ln.bias": self.norm.bias,
+        }
         for i, block in enumerate(self.blocks):
-            params.update(_block_parameters(block, f"layers.encoder_layer_{i}."))
+            params.update(
+                _block_parameters(block, f"layers.encoder_layer_{i}.")
+            )
         return params
 
     def forward(self, images: Tensor) -> Tensor:
         self._check(images)
         x = self.patch_embed(images)
         x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
-        x = torch.func.functional_call(_shell(self._shell, self), self._encoder_parameters(), (x,))
+        x = torch.func.functional_call(
+            _shell(self._shell, self), self._encoder_parameters(), (x,)
+        )
         return self.head(x[:, 0])
 
     @torch.no_grad()
@@ -259,9 +439,12 @@ class ViT(nn.Module):
         """Attention weights of every block, ``depth`` tensors of shape ``(B, H, N+1, N+1)`` (eval mode)."""
         self._check(images)
         x = self.patch_embed(images)
-        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+        x = (
+            torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+            + self.pos_embed
+        )
         maps = []
         for block in self.blocks:
-            x, weights = block(x, return_weights=True)
+            x, weights = block.weighed(x)
             maps.append(weights)
         return maps

@@ -12,6 +12,7 @@ Chapter 03: ``scaled_dot_product_attention`` (masks follow ``references.masking`
 over blocks of keys: never holds the ``(m, n)`` score matrix) and ``topk_attention``
 (each query keeps its ``top_k`` best keys, as in the Explicit Sparse Transformer).
 """
+
 from __future__ import annotations
 
 import math
@@ -22,13 +23,29 @@ from torch import Tensor, nn
 
 from .masking import check_mask, masked_softmax
 
-__all__ = ["attention_backward", "nadaraya_watson", "choose_bandwidth", "cached_attention_step", "softmax", "attention_pool", "attend", "additive_scores", "additive_attention", "self_attention",
-           "SelfAttentionHead", "scaled_dot_product_attention", "chunked_attention", "topk_attention"]
+__all__ = [
+    "attention_backward",
+    "nadaraya_watson",
+    "choose_bandwidth",
+    "cached_attention_step",
+    "softmax",
+    "attention_pool",
+    "attend",
+    "additive_scores",
+    "additive_attention",
+    "self_attention",
+    "SelfAttentionHead",
+    "scaled_dot_product_attention",
+    "chunked_attention",
+    "topk_attention",
+]
 
 
 def _require_float(name: str, fn: str, t: Tensor) -> None:
     if not isinstance(t, Tensor):
-        raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
+        raise TypeError(
+            f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}"
+        )
     if not t.is_floating_point():
         raise TypeError(
             f"{fn}: {name} has dtype {t.dtype}; attention needs floating point "
@@ -49,13 +66,19 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     return e / e.sum(dim=dim, keepdim=True)
 
 
-def attention_pool(query: Tensor, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+def attention_pool(
+    query: Tensor, keys: Tensor, values: Tensor
+) -> tuple[Tensor, Tensor]:
     """Soft lookup of one query in a memory of (key, value) pairs.
 
     query ``(d,)``, keys ``(n, d)``, values ``(n, d_v)`` -> context ``(d_v,)``, weights ``(n,)``.
     score e_i = q . k_i,  alignment a = softmax(e),  context c = sum_i a_i v_i.
     """
-    for name, t, ndim in (("query", query, 1), ("keys", keys, 2), ("values", values, 2)):
+    for name, t, ndim in (
+        ("query", query, 1),
+        ("keys", keys, 2),
+        ("values", values, 2),
+    ):
         _require_float(name, "attention_pool", t)
         if t.dim() != ndim:
             raise ValueError(
@@ -76,9 +99,15 @@ def attention_pool(query: Tensor, keys: Tensor, values: Tensor) -> tuple[Tensor,
     return weights @ values, weights
 
 
-def check_qkv(fn: str, queries: Tensor, keys: Tensor, values: Tensor) -> None:
+def check_qkv(
+    fn: str, queries: Tensor, keys: Tensor, values: Tensor
+) -> None:
     """Raise a clear error unless queries/keys/values have compatible attention shapes."""
-    for name, t in (("queries", queries), ("keys", keys), ("values", values)):
+    for name, t in (
+        ("queries", queries),
+        ("keys", keys),
+        ("values", values),
+    ):
         _require_float(name, fn, t)
         if t.dim() < 2:
             raise ValueError(
@@ -101,25 +130,43 @@ def check_qkv(fn: str, queries: Tensor, keys: Tensor, values: Tensor) -> None:
         )
 
 
-def attend(queries: Tensor, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+def attend(
+    queries: Tensor, keys: Tensor, values: Tensor
+) -> tuple[Tensor, Tensor]:
     """Batched soft lookup with unscaled dot-product scores.
 
     queries ``(..., m, d)``, keys ``(..., n, d)``, values ``(..., n, d_v)``
     -> context ``(..., m, d_v)``, weights ``(..., m, n)``.  Leading dims broadcast.
     """
     check_qkv("attend", queries, keys, values)
-    scores = queries @ keys.transpose(-2, -1)  # (..., m, n): row i scores query i
+    # (..., m, n): row i scores query i
+    scores = queries @ keys.transpose(-2, -1)
     weights = softmax(scores, dim=-1)  # normalise over the keys
     return weights @ values, weights
 
 
-def _check_additive(fn: str, queries: Tensor, keys: Tensor, W_q: Tensor, W_k: Tensor, w_v: Tensor) -> None:
+def _check_additive(
+    fn: str,
+    queries: Tensor,
+    keys: Tensor,
+    W_q: Tensor,
+    W_k: Tensor,
+    w_v: Tensor,
+) -> None:
     """Raise a clear error unless the inputs of an additive score have compatible shapes."""
-    for name, t in (("queries", queries), ("keys", keys), ("W_q", W_q), ("W_k", W_k), ("w_v", w_v)):
+    for name, t in (
+        ("queries", queries),
+        ("keys", keys),
+        ("W_q", W_q),
+        ("W_k", W_k),
+        ("w_v", w_v),
+    ):
         _require_float(name, fn, t)
     for name, t in (("queries", queries), ("keys", keys)):
         if t.dim() < 2:
-            raise ValueError(f"{fn}: {name} must have shape (..., tokens, features), got {tuple(t.shape)}")
+            raise ValueError(
+                f"{fn}: {name} must have shape (..., tokens, features), got {tuple(t.shape)}"
+            )
     if W_q.dim() != 2 or W_k.dim() != 2 or w_v.dim() != 1:
         raise ValueError(
             f"{fn}: W_q must be (h, d_q), W_k (h, d_k) and w_v (h,); got {tuple(W_q.shape)}, "
@@ -137,11 +184,15 @@ def _check_additive(fn: str, queries: Tensor, keys: Tensor, W_q: Tensor, W_k: Te
             "one row per hidden unit, one column per key feature (the layout of nn.Linear(d_k, h).weight)"
         )
     if len({t.dtype for t in (queries, keys, W_q, W_k, w_v)}) != 1:
-        raise TypeError(f"{fn}: mixed dtypes {queries.dtype}, {keys.dtype}, {W_q.dtype}, {W_k.dtype}, "
-                        f"{w_v.dtype}; convert all of them to one dtype")
+        raise TypeError(
+            f"{fn}: mixed dtypes {queries.dtype}, {keys.dtype}, {W_q.dtype}, {W_k.dtype}, "
+            f"{w_v.dtype}; convert all of them to one dtype"
+        )
 
 
-def additive_scores(queries: Tensor, keys: Tensor, W_q: Tensor, W_k: Tensor, w_v: Tensor) -> Tensor:
+def additive_scores(
+    queries: Tensor, keys: Tensor, W_q: Tensor, W_k: Tensor, w_v: Tensor
+) -> Tensor:
     """The additive score of Bahdanau et al. (2015) for every (query, key) pair.
 
     queries ``(..., m, d_q)``, keys ``(..., n, d_k)``, W_q ``(h, d_q)``, W_k ``(h, d_k)``, w_v ``(h,)``
@@ -154,14 +205,23 @@ def additive_scores(queries: Tensor, keys: Tensor, W_q: Tensor, W_k: Tensor, w_v
     which is what makes this score cost more memory and time than a dot product.
     """
     _check_additive("additive_scores", queries, keys, W_q, W_k, w_v)
-    q = queries @ W_q.transpose(-2, -1)  # (..., m, h): W_q q_i for every query
+    # (..., m, h): W_q q_i for every query
+    q = queries @ W_q.transpose(-2, -1)
     k = keys @ W_k.transpose(-2, -1)  # (..., n, h): W_k k_j for every key
-    features = torch.tanh(q.unsqueeze(-2) + k.unsqueeze(-3))  # (..., m, 1, h) + (..., 1, n, h) -> (..., m, n, h)
-    return features @ w_v  # (..., m, n): the weighted sum over the h hidden units
+    # (..., m, 1, h) + (..., 1, n, h) -> (..., m, n, h)
+    features = torch.tanh(q.unsqueeze(-2) + k.unsqueeze(-3))
+    # (..., m, n): the weighted sum over the h hidden units
+    return features @ w_v
 
 
-def additive_attention(queries: Tensor, keys: Tensor, values: Tensor, W_q: Tensor, W_k: Tensor,
-                       w_v: Tensor) -> tuple[Tensor, Tensor]:
+def additive_attention(
+    queries: Tensor,
+    keys: Tensor,
+    values: Tensor,
+    W_q: Tensor,
+    W_k: Tensor,
+    w_v: Tensor,
+) -> tuple[Tensor, Tensor]:
     """Soft lookup with the additive score ``e_ij = w_v . tanh(W_q q_i + W_k k_j)``.
 
     queries ``(..., m, d_q)``, keys ``(..., n, d_k)``, values ``(..., n, d_v)``, W_q ``(h, d_q)``,
@@ -170,16 +230,24 @@ def additive_attention(queries: Tensor, keys: Tensor, values: Tensor, W_q: Tenso
     Leading dims broadcast.
     """
     if not isinstance(values, Tensor) or values.dim() < 2:
-        raise ValueError(f"additive_attention: values must have shape (..., n, d_v), got {_shape_of(values)}")
-    if isinstance(keys, Tensor) and keys.dim() >= 2 and keys.shape[-2] != values.shape[-2]:
+        raise ValueError(
+            f"additive_attention: values must have shape (..., n, d_v), got {_shape_of(values)}"
+        )
+    if (
+        isinstance(keys, Tensor)
+        and keys.dim() >= 2
+        and keys.shape[-2] != values.shape[-2]
+    ):
         raise ValueError(
             f"additive_attention: {keys.shape[-2]} keys but {values.shape[-2]} values "
             f"(keys {tuple(keys.shape)}, values {tuple(values.shape)}); one value per key"
         )
     scores = additive_scores(queries, keys, W_q, W_k, w_v)  # (..., m, n)
     if values.dtype != scores.dtype:
-        raise TypeError(f"additive_attention: values have dtype {values.dtype}, the scores {scores.dtype}; "
-                        "convert all inputs to one dtype")
+        raise TypeError(
+            f"additive_attention: values have dtype {values.dtype}, the scores {scores.dtype}; "
+            "convert all inputs to one dtype"
+        )
     weights = softmax(scores, dim=-1)  # normalise over the keys
     return weights @ values, weights
 
@@ -190,7 +258,9 @@ def _shape_of(t) -> str:
 
 def _require_positive_int(fn: str, name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{fn}: {name} must be a positive int, got {value!r}")
+        raise ValueError(
+            f"{fn}: {name} must be a positive int, got {value!r}"
+        )
 
 
 # --------------------------------------------------------------------------- chapter 02
@@ -202,9 +272,13 @@ def self_attention(x: Tensor) -> tuple[Tensor, Tensor]:
     """
     _require_float("x", "self_attention", x)
     if x.dim() < 2:
-        raise ValueError(f"self_attention: x must have shape (..., tokens, features), got {tuple(x.shape)}")
-    scores = x @ x.transpose(-2, -1)  # (..., n, n): w'_ij = x_i . x_j, a symmetric matrix
-    weights = softmax(scores, dim=-1)  # normalise each token's row over the tokens it reads
+        raise ValueError(
+            f"self_attention: x must have shape (..., tokens, features), got {tuple(x.shape)}"
+        )
+    # (..., n, n): w'_ij = x_i . x_j, a symmetric matrix
+    scores = x @ x.transpose(-2, -1)
+    # normalise each token's row over the tokens it reads
+    weights = softmax(scores, dim=-1)
     return weights @ x, weights
 
 
@@ -218,7 +292,11 @@ class SelfAttentionHead(nn.Module):
 
     def __init__(self, d_model: int, d_k: int, d_v: int):
         super().__init__()
-        for name, value in (("d_model", d_model), ("d_k", d_k), ("d_v", d_v)):
+        for name, value in (
+            ("d_model", d_model),
+            ("d_k", d_k),
+            ("d_v", d_v),
+        ):
             _require_positive_int("SelfAttentionHead", name, value)
         self.d_model, self.d_k, self.d_v = d_model, d_k, d_v
         # Separate query and key maps: with one shared map the scores would be symmetric and
@@ -230,9 +308,16 @@ class SelfAttentionHead(nn.Module):
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         _require_float("x", "SelfAttentionHead", x)
         if x.dim() < 2 or x.shape[-1] != self.d_model:
-            raise ValueError(f"SelfAttentionHead: x must have shape (..., tokens, d_model={self.d_model}), "
-                             f"got {tuple(x.shape)}")
-        q, k, v = self.W_q(x), self.W_k(x), self.W_v(x)  # nn.Linear computes x @ weight.T
+            raise ValueError(
+                f"SelfAttentionHead: x must have shape (..., tokens, d_model={self.d_model}), "
+                f"got {tuple(x.shape)}"
+            )
+        # nn.Linear computes x @ weight.T
+        q, k, v = (
+            self.W_q(x),
+            self.W_k(x),
+            self.W_v(x),
+        )
         return attend(q, k, v)
 
     def extra_repr(self) -> str:
@@ -240,8 +325,14 @@ class SelfAttentionHead(nn.Module):
 
 
 # --------------------------------------------------------------------------- chapter 03
-def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,
-                                 need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
+def scaled_dot_product_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    *,
+    need_weights: bool = True,
+) -> tuple[Tensor, Tensor | None]:
     """softmax(Q K^T / sqrt(d_k)) V with an optional bool mask (True = may attend).
 
     q ``(..., m, d_k)``, k ``(..., n, d_k)``, v ``(..., n, d_v)``, mask broadcasting to
@@ -261,7 +352,9 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     return weights @ v, weights
 
 
-def attention_backward(q: Tensor, k: Tensor, v: Tensor, grad_out: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def attention_backward(
+    q: Tensor, k: Tensor, v: Tensor, grad_out: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
     """The gradients of scaled dot-product attention (no mask), written out by hand.
 
     With ``s = q k^T / sqrt(d_k)``, ``a = softmax(s)`` over the keys and ``out = a v``, and
@@ -276,12 +369,17 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, grad_out: Tensor) -> tup
     a = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=-1)  # (..., m, n)
     grad_v = a.transpose(-2, -1) @ grad_out  # (..., n, d_v)
     grad_a = grad_out @ v.transpose(-2, -1)  # (..., m, n)
-    grad_s = a * (grad_a - (grad_a * a).sum(dim=-1, keepdim=True))  # J^T grad_a, row by row
+    # J^T grad_a, row by row
+    grad_s = a * (grad_a - (grad_a * a).sum(dim=-1, keepdim=True))
     return grad_s @ k * scale, grad_s.transpose(-2, -1) @ q * scale, grad_v
 
 
-def cached_attention_step(q: Tensor, k: Tensor, v: Tensor, cache: tuple[Tensor, Tensor] | None = None
-                          ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+def cached_attention_step(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    cache: tuple[Tensor, Tensor] | None = None,
+) -> tuple[Tensor, tuple[Tensor, Tensor]]:
     """One step of causal self-attention with a key-value cache (chapter 06).
 
     ``q``, ``k`` ``(..., 1, d_k)`` and ``v`` ``(..., 1, d_v)`` are the newest position's; ``cache`` is
@@ -296,41 +394,64 @@ def cached_attention_step(q: Tensor, k: Tensor, v: Tensor, cache: tuple[Tensor, 
     return out, (keys, values)
 
 
-def nadaraya_watson(x_query: Tensor, x_keys: Tensor, y_values: Tensor, sigma: float) -> Tensor:
+def nadaraya_watson(
+    x_query: Tensor, x_keys: Tensor, y_values: Tensor, sigma: float
+) -> Tensor:
     """Kernel regression as attention (chapter 01): ``(m,)`` predictions at ``x_query (m,)`` from
     ``(x_keys (n,), y_values (n,))``, each a softmax-weighted mean of ``y_values`` with scores
     ``-(x_query_i - x_keys_j)^2 / (2 sigma^2)`` (a Gaussian kernel of bandwidth ``sigma``)."""
-    scores = -(x_query[:, None] - x_keys[None, :]) ** 2 / (2 * sigma ** 2)  # (m, n)
+    # (m, n)
+    scores = -((x_query[:, None] - x_keys[None, :]) ** 2) / (2 * sigma**2)
     return torch.softmax(scores, dim=-1) @ y_values
 
 
-def choose_bandwidth(x_train: Tensor, y_train: Tensor, x_val: Tensor, y_val: Tensor,
-                     sigmas) -> tuple[float, Tensor]:
+def choose_bandwidth(
+    x_train: Tensor, y_train: Tensor, x_val: Tensor, y_val: Tensor, sigmas
+) -> tuple[float, Tensor]:
     """The bandwidth with the lowest validation error (chapter 01).
 
     For each ``sigma`` in ``sigmas``: predict ``y_val`` at ``x_val`` from the training pairs with
     ``nadaraya_watson`` and take the mean squared error.  Returns ``(best_sigma, val_mse)``:
     ``val_mse`` a float tensor ``(len(sigmas),)``, ``best_sigma`` the first sigma with the lowest.
     """
-    val_mse = torch.stack([((nadaraya_watson(x_val, x_train, y_train, float(s)) - y_val) ** 2).mean()
-                           for s in sigmas])
+    val_mse = torch.stack(
+        [
+            (
+                (nadaraya_watson(x_val, x_train, y_train, float(s)) - y_val)
+                ** 2
+            ).mean()
+            for s in sigmas
+        ]
+    )
     return float(sigmas[int(val_mse.argmin())]), val_mse
 
 
-def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+def _fused_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None
+) -> Tensor:
     """The fast path: PyTorch's fused attention, with the course's semantics kept exactly."""
     if mask is None and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
-        return F.scaled_dot_product_attention(q, k, v)  # the common case: nothing to adapt
+        # the common case: nothing to adapt
+        return F.scaled_dot_product_attention(q, k, v)
     leading = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
     if mask is not None:
-        check_mask(mask, torch.Size([*torch.broadcast_shapes(*leading), q.shape[-2], k.shape[-2]]),
-                   "scaled_dot_product_attention")
-        if mask.dim() < 2:  # e.g. one (n,) row for every query; the fused kernel wants (..., m, n)
+        check_mask(
+            mask,
+            torch.Size(
+                [*torch.broadcast_shapes(*leading), q.shape[-2], k.shape[-2]]
+            ),
+            "scaled_dot_product_attention",
+        )
+        # e.g. one (n,) row for every query; the fused kernel wants (..., m, n)
+        if mask.dim() < 2:
             mask = mask.reshape(*[1] * (2 - mask.dim()), *mask.shape)
         leading.append(mask.shape[:-2])
     batch = torch.broadcast_shapes(*leading)
     # Some fused kernels want equal batch dims; expand() makes views, it copies nothing.
-    q, k, v = (t if t.shape[:-2] == batch else t.expand(*batch, *t.shape[-2:]) for t in (q, k, v))
+    q, k, v = (
+        t if t.shape[:-2] == batch else t.expand(*batch, *t.shape[-2:])
+        for t in (q, k, v)
+    )
     # A bool attn_mask has the course's meaning (True = may attend), so it passes unchanged.
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     if mask is not None:
@@ -340,7 +461,9 @@ def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Te
     return out
 
 
-def chunked_attention(q: Tensor, k: Tensor, v: Tensor, chunk_size: int = 128) -> Tensor:
+def chunked_attention(
+    q: Tensor, k: Tensor, v: Tensor, chunk_size: int = 128
+) -> Tensor:
     """Scaled dot-product attention (no mask) over blocks of keys, with an online softmax.
 
     q ``(..., m, d_k)``, k ``(..., n, d_k)``, v ``(..., n, d_v)`` -> out ``(..., m, d_v)``, equal to
@@ -355,13 +478,17 @@ def chunked_attention(q: Tensor, k: Tensor, v: Tensor, chunk_size: int = 128) ->
     _require_positive_int("chunked_attention", "chunk_size", chunk_size)
     n = k.shape[-2]
     if n == 0:
-        raise ValueError("chunked_attention: there are no keys (n = 0), so there is nothing to attend to")
-    q = q / math.sqrt(q.shape[-1])  # scale once: m * d_k multiplications instead of m * n
+        raise ValueError(
+            "chunked_attention: there are no keys (n = 0), so there is nothing to attend to"
+        )
+    # scale once: m * d_k multiplications instead of m * n
+    q = q / math.sqrt(q.shape[-1])
     run_max = run_sum = out = None
     for start in range(0, n, chunk_size):
-        k_blk = k[..., start:start + chunk_size, :]  # views: no copy
-        v_blk = v[..., start:start + chunk_size, :]
-        s = q @ k_blk.transpose(-2, -1)  # (..., m, c): the only scores held at any time
+        k_blk = k[..., start : start + chunk_size, :]  # views: no copy
+        v_blk = v[..., start : start + chunk_size, :]
+        # (..., m, c): the only scores held at any time
+        s = q @ k_blk.transpose(-2, -1)
         blk_max = s.amax(dim=-1, keepdim=True)
         if run_max is None:  # first block: nothing to rescale yet
             new_max = blk_max
@@ -370,15 +497,20 @@ def chunked_attention(q: Tensor, k: Tensor, v: Tensor, chunk_size: int = 128) ->
             out = p @ v_blk
         else:
             new_max = torch.maximum(run_max, blk_max)
-            correction = (run_max - new_max).exp()  # in (0, 1]: old terms were measured from run_max
+            correction = (
+                run_max - new_max
+            ).exp()  # in (0, 1]: old terms were measured from run_max
             p = (s - new_max).exp()
             run_sum = run_sum * correction + p.sum(dim=-1, keepdim=True)
             out = out * correction + p @ v_blk
         run_max = new_max
-    return out / run_sum  # run_sum >= 1: the maximal term contributes exp(0) = 1
+    # run_sum >= 1: the maximal term contributes exp(0) = 1
+    return out / run_sum
 
 
-def topk_attention(q: Tensor, k: Tensor, v: Tensor, top_k: int) -> tuple[Tensor, Tensor]:
+def topk_attention(
+    q: Tensor, k: Tensor, v: Tensor, top_k: int
+) -> tuple[Tensor, Tensor]:
     """Scaled attention where each query keeps only its ``top_k`` highest scores.
 
     As in the Explicit Sparse Transformer (Zhao et al., 2019): the other scores are set to
@@ -391,9 +523,12 @@ def topk_attention(q: Tensor, k: Tensor, v: Tensor, top_k: int) -> tuple[Tensor,
     _require_positive_int("topk_attention", "top_k", top_k)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if top_k >= scores.shape[-1]:
-        weights = softmax(scores, dim=-1)  # every key is among the top_k: full attention
+        # every key is among the top_k: full attention
+        weights = softmax(scores, dim=-1)
     else:
         best = scores.topk(top_k, dim=-1).indices  # (..., m, top_k)
-        keep = torch.zeros(scores.shape, dtype=torch.bool, device=scores.device).scatter_(-1, best, True)
+        keep = torch.zeros(
+            scores.shape, dtype=torch.bool, device=scores.device
+        ).scatter_(-1, best, True)
         weights = masked_softmax(scores, keep, dim=-1)
     return weights @ v, weights

@@ -9,22 +9,36 @@ Chapter 06's graded references: ``padding_mask``, ``causal_mask``, ``masked_soft
 Around them: ``key_mask`` (a per-key mask shaped for ``(B, H, m, n)`` scores) and
 ``to_additive_mask`` (the float form PyTorch also accepts).
 """
+
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-__all__ = ["padding_mask", "causal_mask", "masked_softmax", "check_mask", "combined_mask", "key_mask",
-           "to_additive_mask"]
+__all__ = [
+    "padding_mask",
+    "causal_mask",
+    "masked_softmax",
+    "check_mask",
+    "combined_mask",
+    "key_mask",
+    "to_additive_mask",
+]
 
 
 def _keep_from_lengths(lengths: Tensor, max_len: int, fn: str) -> Tensor:
     if not isinstance(lengths, Tensor) or lengths.dim() != 1:
-        raise ValueError(f"{fn}: lengths must be a 1-D tensor of sequence lengths, got {lengths!r:.60}")
+        raise ValueError(
+            f"{fn}: lengths must be a 1-D tensor of sequence lengths, got {lengths!r:.60}"
+        )
     if lengths.is_floating_point():
-        raise TypeError(f"{fn}: lengths must be integers, got {lengths.dtype}")
+        raise TypeError(
+            f"{fn}: lengths must be integers, got {lengths.dtype}"
+        )
     if (lengths < 0).any() or (lengths > max_len).any():
-        raise ValueError(f"{fn}: lengths must lie in [0, max_len={max_len}], got {lengths.tolist()}")
+        raise ValueError(
+            f"{fn}: lengths must lie in [0, max_len={max_len}], got {lengths.tolist()}"
+        )
     positions = torch.arange(max_len, device=lengths.device)
     # Position p of sequence b is a real token iff p < lengths[b]: a sequence of length L
     # occupies positions 0 .. L-1, so `<=` would let one padding token through.
@@ -36,7 +50,9 @@ def padding_mask(lengths: Tensor, max_len: int) -> Tensor:
     return _keep_from_lengths(lengths, max_len, "padding_mask")
 
 
-def causal_mask(n: int, *, device: torch.device | str | None = None) -> Tensor:
+def causal_mask(
+    n: int, *, device: torch.device | str | None = None
+) -> Tensor:
     """bool ``(n, n)``: True where key index <= query index (a token sees itself and the past)."""
     if n < 0:
         raise ValueError(f"causal_mask: n must be >= 0, got {n}")
@@ -50,9 +66,15 @@ def key_mask(keep: Tensor) -> Tensor:
     sequence broadcast over the H heads and the m queries.  (Broadcasting aligns shapes from the
     right, so a ``(B, n)`` mask used as it is would pair its batch dim with the queries.)
     """
-    if not isinstance(keep, Tensor) or keep.dtype != torch.bool or keep.dim() != 2:
-        raise ValueError(f"key_mask: expected a bool (B, n) mask, got {getattr(keep, 'dtype', type(keep))} "
-                         f"{tuple(getattr(keep, 'shape', ()))}")
+    if (
+        not isinstance(keep, Tensor)
+        or keep.dtype != torch.bool
+        or keep.dim() != 2
+    ):
+        raise ValueError(
+            f"key_mask: expected a bool (B, n) mask, got {getattr(keep, 'dtype', type(keep))} "
+            f"{tuple(getattr(keep, 'shape', ()))}"
+        )
     return keep[:, None, None, :]
 
 
@@ -66,13 +88,18 @@ def combined_mask(lengths: Tensor, max_len: int) -> Tensor:
     # The private helper rather than `padding_mask`: a notebook may rebind the public name, and
     # this reference must not change with it.
     keep = _keep_from_lengths(lengths, max_len, "combined_mask")  # (B, n)
-    return keep[:, None, None, :] & causal_mask(max_len, device=lengths.device)  # (B,1,1,n) & (n,n)
+    # (B,1,1,n) & (n,n)
+    return keep[:, None, None, :] & causal_mask(
+        max_len, device=lengths.device
+    )
 
 
 def check_mask(mask: Tensor, scores_shape: torch.Size, fn: str) -> None:
     """Raise a clear error unless ``mask`` is bool and broadcasts against ``scores_shape``."""
     if not isinstance(mask, Tensor):
-        raise TypeError(f"{fn}: mask must be a bool tensor, got {type(mask).__name__}")
+        raise TypeError(
+            f"{fn}: mask must be a bool tensor, got {type(mask).__name__}"
+        )
     if mask.dtype != torch.bool:
         raise TypeError(
             f"{fn}: mask has dtype {mask.dtype}; the course's masks are bool with True = may attend "
@@ -87,7 +114,9 @@ def check_mask(mask: Tensor, scores_shape: torch.Size, fn: str) -> None:
         ) from None
 
 
-def masked_softmax(scores: Tensor, mask: Tensor | None, dim: int = -1) -> Tensor:
+def masked_softmax(
+    scores: Tensor, mask: Tensor | None, dim: int = -1
+) -> Tensor:
     """Softmax of ``scores`` over the entries where ``mask`` is True.
 
     Blocked entries get weight exactly 0; a row with no allowed entry is all zeros (never
@@ -100,13 +129,16 @@ def masked_softmax(scores: Tensor, mask: Tensor | None, dim: int = -1) -> Tensor
         check_mask(mask, scores.shape, "masked_softmax")
         filled = scores.masked_fill(~mask, float("-inf"))
     top = filled.amax(dim=dim, keepdim=True)
-    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # empty rows: any finite shift
+    # empty rows: any finite shift
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
     e = (filled - top).exp()  # exp(-inf) = 0 for blocked entries
     total = e.sum(dim=dim, keepdim=True)
     return e / torch.where(total > 0, total, torch.ones_like(total))
 
 
-def to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+def to_additive_mask(
+    mask: Tensor, dtype: torch.dtype = torch.float32
+) -> Tensor:
     """A bool mask (True = may attend) as an additive float mask: 0 where allowed, -inf where blocked.
 
     This is the form of ``nn.Transformer.generate_square_subsequent_mask``; adding it to the
@@ -114,6 +146,8 @@ def to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor
     allowed, which become NaN (all -inf) -- one reason the course prefers bool masks.
     """
     if mask.dtype != torch.bool:
-        raise TypeError(f"to_additive_mask: expected a bool mask (True = may attend), got {mask.dtype}")
+        raise TypeError(
+            f"to_additive_mask: expected a bool mask (True = may attend), got {mask.dtype}"
+        )
     zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return zeros.masked_fill(~mask, float("-inf"))

@@ -6,6 +6,7 @@ Around them, elsewhere: ``models.torch_interop`` (the same weights in
 ``torch.nn.MultiheadAttention``), ``grading.isolation.reference_heads`` (a learner's module run
 with these ``split_heads``/``merge_heads``) and ``training.toy_task`` (chapter 04's toy task).
 """
+
 from __future__ import annotations
 
 import math
@@ -24,14 +25,20 @@ def split_heads(x: Tensor, num_heads: int) -> Tensor:
     "head" h a slice of the flattened token-feature matrix that mixes different tokens.
     """
     if x.shape[-1] % num_heads:
-        raise ValueError(f"split_heads: feature size {x.shape[-1]} is not divisible by num_heads={num_heads}")
-    return x.unflatten(-1, (num_heads, x.shape[-1] // num_heads)).transpose(-3, -2)
+        raise ValueError(
+            f"split_heads: feature size {x.shape[-1]} is not divisible by num_heads={num_heads}"
+        )
+    return x.unflatten(-1, (num_heads, x.shape[-1] // num_heads)).transpose(
+        -3, -2
+    )
 
 
 def merge_heads(x: Tensor) -> Tensor:
     """``(..., H, N, D) -> (..., N, H*D)``, the exact inverse of ``split_heads``."""
     if x.dim() < 3:
-        raise ValueError(f"merge_heads: expected (..., H, N, D), got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"merge_heads: expected (..., H, N, D), got shape {tuple(x.shape)}"
+        )
     return x.transpose(-3, -2).flatten(-2)
 
 
@@ -53,12 +60,24 @@ class MultiHeadAttention(nn.Module):
     (vit-pytorch, for one, has no query/key/value bias but an output bias).
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 qkv_bias: bool | None = None):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        qkv_bias: bool | None = None,
+    ):
         super().__init__()
         if d_model % num_heads:
-            raise ValueError(f"MultiHeadAttention: d_model={d_model} is not divisible by num_heads={num_heads}")
-        self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+            raise ValueError(
+                f"MultiHeadAttention: d_model={d_model} is not divisible by num_heads={num_heads}"
+            )
+        self.d_model, self.num_heads, self.head_dim = (
+            d_model,
+            num_heads,
+            d_model // num_heads,
+        )
         qkv_bias = bias if qkv_bias is None else qkv_bias
         self.w_q = nn.Linear(d_model, d_model, bias=qkv_bias)
         self.w_k = nn.Linear(d_model, d_model, bias=qkv_bias)
@@ -66,14 +85,24 @@ class MultiHeadAttention(nn.Module):
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
         for name, t in (("query", query), ("key", key), ("value", value)):
             if t.shape[-1] != self.d_model:
-                raise ValueError(f"MultiHeadAttention: {name} has {t.shape[-1]} features, expected d_model={self.d_model}")
+                raise ValueError(
+                    f"MultiHeadAttention: {name} has {t.shape[-1]} features, expected d_model={self.d_model}"
+                )
         q = split_heads(self.w_q(query), self.num_heads)  # (B, H, m, D)
         k = split_heads(self.w_k(key), self.num_heads)  # (B, H, n, D)
         v = split_heads(self.w_v(value), self.num_heads)  # (B, H, n, D)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # scale by the head's size
-        weights = masked_softmax(scores, _heads_mask(mask), dim=-1)  # (B, H, m, n)
+        # scale by the head's size
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        # (B, H, m, n)
+        weights = masked_softmax(scores, _heads_mask(mask), dim=-1)
         out = self.dropout(weights) @ v
         return self.w_o(merge_heads(out)), weights

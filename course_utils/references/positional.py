@@ -14,6 +14,7 @@
 
 Row-vector convention throughout: an encoding is a row, a linear map multiplies on the right.
 """
+
 from __future__ import annotations
 
 import torch
@@ -21,24 +22,43 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 __all__ = [
-    "sinusoidal_encoding", "LearnedPositionalEmbedding", "frequencies", "offset_matrix",
-    "sincos_2d_encoding", "rotary_embedding", "RelativePositionBias", "interpolate_positions", "resample_grid",
+    "sinusoidal_encoding",
+    "LearnedPositionalEmbedding",
+    "frequencies",
+    "offset_matrix",
+    "sincos_2d_encoding",
+    "rotary_embedding",
+    "RelativePositionBias",
+    "interpolate_positions",
+    "resample_grid",
 ]
 
 
-def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0, *,
-                        dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> Tensor:
+def sinusoidal_encoding(
+    num_positions: int,
+    d_model: int,
+    base: float = 10000.0,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> Tensor:
     """``(num_positions, d_model)`` with PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(same).
 
     Columns 2i and 2i+1 share one frequency, so the pair rotates with position; computed in
     float64 and then cast, so large positions keep their precision.
     """
     if d_model % 2:
-        raise ValueError(f"sinusoidal_encoding: d_model must be even (sin/cos pairs), got {d_model}")
+        raise ValueError(
+            f"sinusoidal_encoding: d_model must be even (sin/cos pairs), got {d_model}"
+        )
     if num_positions < 0:
-        raise ValueError(f"sinusoidal_encoding: num_positions must be >= 0, got {num_positions}")
-    position = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # 2i = 0, 2, 4, ...
+        raise ValueError(
+            f"sinusoidal_encoding: num_positions must be >= 0, got {num_positions}"
+        )
+    # (P, 1)
+    position = torch.arange(num_positions, dtype=torch.float64)[:, None]
+    # 2i = 0, 2, 4, ...
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
     angle = position / base ** (two_i / d_model)  # (P, d_model/2)
     pe = torch.empty(num_positions, d_model, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(angle)
@@ -60,9 +80,13 @@ class LearnedPositionalEmbedding(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         n = x.shape[-2]
         if n > self.weight.shape[0]:
-            raise ValueError(f"LearnedPositionalEmbedding: {n} positions but only {self.weight.shape[0]} are learned")
+            raise ValueError(
+                f"LearnedPositionalEmbedding: {n} positions but only {self.weight.shape[0]} are learned"
+            )
         if x.shape[-1] != self.weight.shape[1]:
-            raise ValueError(f"LearnedPositionalEmbedding: x has {x.shape[-1]} features, expected {self.weight.shape[1]}")
+            raise ValueError(
+                f"LearnedPositionalEmbedding: x has {x.shape[-1]} features, expected {self.weight.shape[1]}"
+            )
         return x + self.weight[:n]
 
 
@@ -70,8 +94,12 @@ class LearnedPositionalEmbedding(nn.Module):
 def frequencies(d_model: int, base: float = 10000.0) -> Tensor:
     """The angular frequencies ``omega_i = base^(-2i/d_model)``, ``i = 0 .. d_model/2 - 1`` (float64)."""
     if d_model % 2:
-        raise ValueError(f"frequencies: d_model must be even (sin/cos pairs), got {d_model}")
-    return base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+        raise ValueError(
+            f"frequencies: d_model must be even (sin/cos pairs), got {d_model}"
+        )
+    return base ** (
+        -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model
+    )
 
 
 def _pair_rotation(angle: Tensor) -> Tensor:
@@ -81,7 +109,13 @@ def _pair_rotation(angle: Tensor) -> Tensor:
     """
     half = angle.shape[-1]
     cos, sin = angle.cos(), angle.sin()
-    out = torch.zeros(*angle.shape[:-1], 2 * half, 2 * half, dtype=angle.dtype, device=angle.device)
+    out = torch.zeros(
+        *angle.shape[:-1],
+        2 * half,
+        2 * half,
+        dtype=angle.dtype,
+        device=angle.device,
+    )
     idx = torch.arange(half, device=angle.device)
     out[..., 2 * idx, 2 * idx] = cos
     out[..., 2 * idx, 2 * idx + 1] = -sin
@@ -90,8 +124,14 @@ def _pair_rotation(angle: Tensor) -> Tensor:
     return out
 
 
-def offset_matrix(k: float, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32,
-                  device: torch.device | str | None = None) -> Tensor:
+def offset_matrix(
+    k: float,
+    d_model: int,
+    base: float = 10000.0,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> Tensor:
     """``(d_model, d_model)`` matrix ``M_k`` with ``sinusoidal_encoding(...)[p + k] = PE[p] @ M_k`` for all p.
 
     Block-diagonal: pair i is rotated by the angle ``k * omega_i``, because
@@ -102,7 +142,9 @@ def offset_matrix(k: float, d_model: int, base: float = 10000.0, *, dtype: torch
     return _pair_rotation(angle).to(dtype=dtype, device=device)
 
 
-def rotary_embedding(x: Tensor, base: float = 10000.0, positions: Tensor | None = None) -> Tensor:
+def rotary_embedding(
+    x: Tensor, base: float = 10000.0, positions: Tensor | None = None
+) -> Tensor:
     """RoPE: rotate feature pairs (2i, 2i+1) of ``x (..., n, d)`` by ``position * omega_i``.
 
     Row p becomes ``x[p] @ M_p`` (``offset_matrix(p)``), computed pair by pair without the
@@ -114,15 +156,23 @@ def rotary_embedding(x: Tensor, base: float = 10000.0, positions: Tensor | None 
     ``M_{-p}`` in this pair order; the offset property is the same.)
     """
     if not x.is_floating_point():
-        raise TypeError(f"rotary_embedding: x must be floating point, got {x.dtype}")
+        raise TypeError(
+            f"rotary_embedding: x must be floating point, got {x.dtype}"
+        )
     n, d = x.shape[-2], x.shape[-1]
     if d % 2:
-        raise ValueError(f"rotary_embedding: the feature size must be even (pairs), got {d}")
+        raise ValueError(
+            f"rotary_embedding: the feature size must be even (pairs), got {d}"
+        )
     if positions is None:
         positions = torch.arange(n, dtype=torch.float64, device=x.device)
     elif positions.shape != (n,):
-        raise ValueError(f"rotary_embedding: positions must have shape ({n},), got {tuple(positions.shape)}")
-    angle = positions.to(device=x.device, dtype=torch.float64)[:, None] * frequencies(d, base).to(x.device)  # (n, d/2)
+        raise ValueError(
+            f"rotary_embedding: positions must have shape ({n},), got {tuple(positions.shape)}"
+        )
+    angle = positions.to(device=x.device, dtype=torch.float64)[
+        :, None
+    ] * frequencies(d, base).to(x.device)  # (n, d/2)
     cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
     even, odd = x[..., 0::2], x[..., 1::2]
     out = torch.empty_like(x)
@@ -133,8 +183,16 @@ def rotary_embedding(x: Tensor, base: float = 10000.0, positions: Tensor | None 
 
 
 # --------------------------------------------------------------------------- images and relative positions
-def sincos_2d_encoding(grid_h: int, grid_w: int, d_model: int, base: float = 10000.0, *, cls_token: bool = False,
-                       dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> Tensor:
+def sincos_2d_encoding(
+    grid_h: int,
+    grid_w: int,
+    d_model: int,
+    base: float = 10000.0,
+    *,
+    cls_token: bool = False,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> Tensor:
     """Fixed 2-D encoding of a ``grid_h x grid_w`` grid of patches: ``(grid_h*grid_w, d_model)``.
 
     Patches are numbered row by row (patch ``r*grid_w + c`` is at row r, column c), as
@@ -144,11 +202,25 @@ def sincos_2d_encoding(grid_h: int, grid_w: int, d_model: int, base: float = 100
     prepends a row of zeros for a class token, which has no place in the grid.
     """
     if d_model % 4:
-        raise ValueError(f"sincos_2d_encoding: d_model must be divisible by 4 (sin/cos pairs for rows and columns), "
-                         f"got {d_model}")
-    rows = sinusoidal_encoding(grid_h, d_model // 2, base, dtype=torch.float64)  # (grid_h, d/2)
-    cols = sinusoidal_encoding(grid_w, d_model // 2, base, dtype=torch.float64)  # (grid_w, d/2)
-    pe = torch.cat([rows[:, None, :].expand(grid_h, grid_w, -1), cols[None, :, :].expand(grid_h, grid_w, -1)], dim=-1)
+        raise ValueError(
+            f"sincos_2d_encoding: d_model must be divisible by 4 (sin/cos pairs for rows and columns), "
+            f"got {d_model}"
+        )
+    # (grid_h, d/2)
+    rows = sinusoidal_encoding(
+        grid_h, d_model // 2, base, dtype=torch.float64
+    )
+    # (grid_w, d/2)
+    cols = sinusoidal_encoding(
+        grid_w, d_model // 2, base, dtype=torch.float64
+    )
+    pe = torch.cat(
+        [
+            rows[:, None, :].expand(grid_h, grid_w, -1),
+            cols[None, :, :].expand(grid_h, grid_w, -1),
+        ],
+        dim=-1,
+    )
     pe = pe.reshape(grid_h * grid_w, d_model)
     if cls_token:
         pe = torch.cat([torch.zeros(1, d_model, dtype=pe.dtype), pe], dim=0)
@@ -169,15 +241,26 @@ class RelativePositionBias(nn.Module):
     def __init__(self, num_heads: int, max_distance: int):
         super().__init__()
         if max_distance < 0:
-            raise ValueError(f"RelativePositionBias: max_distance must be >= 0, got {max_distance}")
+            raise ValueError(
+                f"RelativePositionBias: max_distance must be >= 0, got {max_distance}"
+            )
         self.num_heads, self.max_distance = num_heads, max_distance
-        self.bias = nn.Parameter(torch.zeros(num_heads, 2 * max_distance + 1))  # zero: start position-blind
+        # zero: start position-blind
+        self.bias = nn.Parameter(
+            torch.zeros(num_heads, 2 * max_distance + 1)
+        )
 
     def offsets(self, m: int, n: int) -> Tensor:
         """``(m, n)`` long tensor of clipped offsets ``j - i``, shifted to ``0 .. 2*max_distance``."""
         device = self.bias.device
-        rel = torch.arange(n, device=device)[None, :] - torch.arange(m, device=device)[:, None]
-        return rel.clamp(-self.max_distance, self.max_distance) + self.max_distance
+        rel = (
+            torch.arange(n, device=device)[None, :]
+            - torch.arange(m, device=device)[:, None]
+        )
+        return (
+            rel.clamp(-self.max_distance, self.max_distance)
+            + self.max_distance
+        )
 
     def forward(self, m: int, n: int) -> Tensor:
         return self.bias[:, self.offsets(m, n)]  # (H, m, n)
@@ -197,24 +280,41 @@ def interpolate_positions(table: Tensor, new_length: int) -> Tensor:
     learned ``weight`` can be fine-tuned through); float dtypes are kept.
     """
     if table.dim() != 2:
-        raise ValueError(f"interpolate_positions: expected a table (L, d), got shape {tuple(table.shape)}")
+        raise ValueError(
+            f"interpolate_positions: expected a table (L, d), got shape {tuple(table.shape)}"
+        )
     if table.shape[0] < 1 or new_length < 1:
-        raise ValueError(f"interpolate_positions: lengths must be >= 1, got {table.shape[0]} -> {new_length}")
+        raise ValueError(
+            f"interpolate_positions: lengths must be >= 1, got {table.shape[0]} -> {new_length}"
+        )
     if not table.is_floating_point():
-        raise TypeError(f"interpolate_positions: table must be floating point, got {table.dtype}")
-    columns = table.T[None]  # (1, d, L): F.interpolate resamples the last axis, one channel per feature
-    return F.interpolate(columns, size=new_length, mode="linear", align_corners=True)[0].T
+        raise TypeError(
+            f"interpolate_positions: table must be floating point, got {table.dtype}"
+        )
+    # (1, d, L): F.interpolate resamples the last axis, one channel per feature
+    columns = table.T[None]
+    return F.interpolate(
+        columns, size=new_length, mode="linear", align_corners=True
+    )[0].T
 
 
 def _grid_size(grid: int | tuple[int, int], name: str) -> tuple[int, int]:
     h, w = (grid, grid) if isinstance(grid, int) else tuple(grid)
     if h < 1 or w < 1:
-        raise ValueError(f"resample_grid: {name} must be positive, got {grid!r}")
+        raise ValueError(
+            f"resample_grid: {name} must be positive, got {grid!r}"
+        )
     return int(h), int(w)
 
 
-def resample_grid(pos_embed: Tensor, old_grid: int | tuple[int, int], new_grid: int | tuple[int, int],
-                  num_prefix_tokens: int = 1, *, antialias: bool = True) -> Tensor:
+def resample_grid(
+    pos_embed: Tensor,
+    old_grid: int | tuple[int, int],
+    new_grid: int | tuple[int, int],
+    num_prefix_tokens: int = 1,
+    *,
+    antialias: bool = True,
+) -> Tensor:
     """A ViT's position embeddings for an ``old_grid`` of patches resampled to a ``new_grid`` (bicubic).
 
     ``pos_embed`` is ``(1, num_prefix_tokens + H*W, d)`` (the shape of ``ViT.pos_embed``) or the
@@ -231,19 +331,42 @@ def resample_grid(pos_embed: Tensor, old_grid: int | tuple[int, int], new_grid: 
     ``F.interpolate(..., mode="bicubic")`` (a = -0.75, edge rows repeated), as DeiT's
     fine-tuning script calls it.  Half-precision inputs are resampled in float32.
     """
-    if pos_embed.dim() not in (2, 3) or (pos_embed.dim() == 3 and pos_embed.shape[0] != 1):
-        raise ValueError(f"resample_grid: expected pos_embed (1, P + H*W, d) or (P + H*W, d), "
-                         f"got shape {tuple(pos_embed.shape)}")
-    (h, w), (new_h, new_w) = _grid_size(old_grid, "old_grid"), _grid_size(new_grid, "new_grid")
-    table = pos_embed[0] if pos_embed.dim() == 3 else pos_embed  # (P + H*W, d)
+    if pos_embed.dim() not in (2, 3) or (
+        pos_embed.dim() == 3 and pos_embed.shape[0] != 1
+    ):
+        raise ValueError(
+            f"resample_grid: expected pos_embed (1, P + H*W, d) or (P + H*W, d), "
+            f"got shape {tuple(pos_embed.shape)}"
+        )
+    (h, w), (new_h, new_w) = (
+        _grid_size(old_grid, "old_grid"),
+        _grid_size(new_grid, "new_grid"),
+    )
+    # (P + H*W, d)
+    table = pos_embed[0] if pos_embed.dim() == 3 else pos_embed
     if num_prefix_tokens < 0 or table.shape[0] != num_prefix_tokens + h * w:
-        raise ValueError(f"resample_grid: {table.shape[0]} rows, but {num_prefix_tokens} prefix token(s) "
-                         f"and a {h}x{w} grid need {num_prefix_tokens + h * w}")
+        raise ValueError(
+            f"resample_grid: {table.shape[0]} rows, but {num_prefix_tokens} prefix token(s) "
+            f"and a {h}x{w} grid need {num_prefix_tokens + h * w}"
+        )
     prefix, patches = table[:num_prefix_tokens], table[num_prefix_tokens:]
     d = table.shape[1]
-    work = patches.float() if patches.dtype in (torch.float16, torch.bfloat16) else patches
-    image = work.reshape(h, w, d).permute(2, 0, 1)[None]  # (1, d, H, W): a picture with d channels
-    image = F.interpolate(image, size=(new_h, new_w), mode="bicubic", align_corners=False, antialias=antialias)
-    patches = image[0].permute(1, 2, 0).reshape(new_h * new_w, d).to(table.dtype)
+    work = (
+        patches.float()
+        if patches.dtype in (torch.float16, torch.bfloat16)
+        else patches
+    )
+    # (1, d, H, W): a picture with d channels
+    image = work.reshape(h, w, d).permute(2, 0, 1)[None]
+    image = F.interpolate(
+        image,
+        size=(new_h, new_w),
+        mode="bicubic",
+        align_corners=False,
+        antialias=antialias,
+    )
+    patches = (
+        image[0].permute(1, 2, 0).reshape(new_h * new_w, d).to(table.dtype)
+    )
     out = torch.cat([prefix, patches], dim=0)
     return out[None] if pos_embed.dim() == 3 else out

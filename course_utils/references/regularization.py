@@ -1,21 +1,31 @@
 """Regularisers on labels and inputs (chapter 08 references; used by the trainer)."""
+
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["label_smoothing_cross_entropy", "mixup_batch", "cutmix_batch", "soft_cross_entropy"]
+__all__ = [
+    "label_smoothing_cross_entropy",
+    "mixup_batch",
+    "cutmix_batch",
+    "soft_cross_entropy",
+]
 
 
-def label_smoothing_cross_entropy(logits: Tensor, targets: Tensor, epsilon: float) -> Tensor:
+def label_smoothing_cross_entropy(
+    logits: Tensor, targets: Tensor, epsilon: float
+) -> Tensor:
     """Mean cross-entropy against ``(1 - epsilon) * one_hot + epsilon / K`` (K classes).
 
     Equals ``F.cross_entropy(logits, targets, label_smoothing=epsilon)``: the epsilon mass is
     spread over all K classes, the true one included (not epsilon / (K - 1)).
     """
     k = logits.shape[-1]
-    target = F.one_hot(targets, k).to(logits.dtype) * (1 - epsilon) + epsilon / k
+    target = (
+        F.one_hot(targets, k).to(logits.dtype) * (1 - epsilon) + epsilon / k
+    )
     return soft_cross_entropy(logits, target)
 
 
@@ -24,13 +34,22 @@ def soft_cross_entropy(logits: Tensor, target: Tensor) -> Tensor:
     return -(target * logits.log_softmax(dim=-1)).sum(dim=-1).mean()
 
 
-def mixup_batch(x: Tensor, y_onehot: Tensor, lam: float, perm: Tensor) -> tuple[Tensor, Tensor]:
+def mixup_batch(
+    x: Tensor, y_onehot: Tensor, lam: float, perm: Tensor
+) -> tuple[Tensor, Tensor]:
     """MixUp: ``lam * x + (1 - lam) * x[perm]``, and the same for the one-hot labels."""
-    return lam * x + (1 - lam) * x[perm], lam * y_onehot + (1 - lam) * y_onehot[perm]
+    return lam * x + (1 - lam) * x[perm], lam * y_onehot + (
+        1 - lam
+    ) * y_onehot[perm]
 
 
-def cutmix_batch(x: Tensor, y_onehot: Tensor, lam: float, perm: Tensor,
-                 generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+def cutmix_batch(
+    x: Tensor,
+    y_onehot: Tensor,
+    lam: float,
+    perm: Tensor,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor]:
     """CutMix: paste a box of area ~(1 - lam) from ``x[perm]``; labels mix by the true box area."""
     h, w = x.shape[-2:]
     cut = (1 - lam) ** 0.5

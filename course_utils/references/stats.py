@@ -2,6 +2,7 @@
 seeds put around a mean difference).  Not graded: the graded ``paired_interval``
 (``references/comparison.py``) uses it, and learners may too.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,7 +14,9 @@ def student_t_cdf(t: float, df: int) -> float:
     """P(T <= t) for Student's t with an integer number of degrees of freedom ``df >= 1``
     (the finite sums of Abramowitz & Stegun 26.7.3 and 26.7.4, exact for integer df)."""
     if df < 1 or int(df) != df:
-        raise ValueError(f"student_t_cdf: df must be a positive integer, got {df!r}")
+        raise ValueError(
+            f"student_t_cdf: df must be a positive integer, got {df!r}"
+        )
     theta = math.atan(t / math.sqrt(df))
     s, c = math.sin(theta), math.cos(theta)
     if df % 2:  # odd: theta + sin(theta) (cos + 2/3 cos^3 + ... ), over pi
@@ -21,7 +24,11 @@ def student_t_cdf(t: float, df: int) -> float:
         for k in range(1, (df - 1) // 2 + 1):
             total += term
             term *= c * c * (2 * k) / (2 * k + 1)
-        a = (2 / math.pi) * (theta + s * total) if df > 1 else (2 / math.pi) * theta
+        a = (
+            (2 / math.pi) * (theta + s * total)
+            if df > 1
+            else (2 / math.pi) * theta
+        )
     else:  # even: sin(theta) (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...)
         term, total = 1.0, 0.0
         for k in range(1, df // 2 + 1):

@@ -12,6 +12,7 @@ pre-norm encoder blocks, and classifies from the final LayerNorm of the CLS toke
 few 3x3 conv layers that downsample by the patch size), the inductive-bias lever of
 Compact Convolutional Transformers that lets a ViT learn CIFAR-10 from scratch on a CPU.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,21 +21,39 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
-from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .multihead import MultiHeadAttention
 
-__all__ = ["patchify", "PatchEmbedding", "ConvTokenizer", "EncoderBlock", "ViT", "count_parameters"]
+__all__ = [
+    "patchify",
+    "PatchEmbedding",
+    "ConvTokenizer",
+    "EncoderBlock",
+    "ViT",
+    "count_parameters",
+]
 
 
 def patchify(images: Tensor, patch_size: int) -> Tensor:
     """``(B, C, H, W) -> (B, N, P*P*C)``: patches in row-major order, each flattened as (p1 p2 c)."""
     if images.dim() != 4:
-        raise ValueError(f"patchify: expected images (B, C, H, W), got shape {tuple(images.shape)}")
+        raise ValueError(
+            f"patchify: expected images (B, C, H, W), got shape {tuple(images.shape)}"
+        )
     if not isinstance(patch_size, int) or patch_size < 1:
-        raise ValueError(f"patchify: patch_size must be a positive integer, got {patch_size!r}")
+        raise ValueError(
+            f"patchify: patch_size must be a positive integer, got {patch_size!r}"
+        )
     h, w = images.shape[-2:]
     if h % patch_size or w % patch_size:
-        raise ValueError(f"patchify: image size {h}x{w} is not divisible by patch size {patch_size}")
-    return rearrange(images, "b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=patch_size, p2=patch_size)
+        raise ValueError(
+            f"patchify: image size {h}x{w} is not divisible by patch size {patch_size}"
+        )
+    return rearrange(
+        images,
+        "b c (h p1) (w p2) -> b (h w) (p1 p2 c)",
+        p1=patch_size,
+        p2=patch_size,
+    )
 
 
 class PatchEmbedding(nn.Module):
@@ -44,16 +63,23 @@ class PatchEmbedding(nn.Module):
     rearranged to (p1 p2 c) order.  ``forward(images (B, C, H, W)) -> (B, N, dim)``.
     """
 
-    def __init__(self, img_size: int, patch_size: int, in_chans: int, dim: int):
+    def __init__(
+        self, img_size: int, patch_size: int, in_chans: int, dim: int
+    ):
         super().__init__()
         if img_size % patch_size:
-            raise ValueError(f"PatchEmbedding: img_size {img_size} is not divisible by patch_size {patch_size}")
+            raise ValueError(
+                f"PatchEmbedding: img_size {img_size} is not divisible by patch_size {patch_size}"
+            )
         self.img_size, self.patch_size = img_size, patch_size
         self.num_patches = (img_size // patch_size) ** 2
-        self.proj = nn.Conv2d(in_chans, dim, kernel_size=patch_size, stride=patch_size)
+        self.proj = nn.Conv2d(
+            in_chans, dim, kernel_size=patch_size, stride=patch_size
+        )
 
     def forward(self, images: Tensor) -> Tensor:
-        return self.proj(images).flatten(2).transpose(1, 2)  # (B, dim, H/P, W/P) -> (B, N, dim)
+        # (B, dim, H/P, W/P) -> (B, N, dim)
+        return self.proj(images).flatten(2).transpose(1, 2)
 
 
 class ConvTokenizer(nn.Module):
@@ -62,20 +88,35 @@ class ConvTokenizer(nn.Module):
     ``forward(images) -> (B, N, dim)`` with the same N as a ``PatchEmbedding`` of that patch size.
     """
 
-    def __init__(self, img_size: int, patch_size: int, in_chans: int, dim: int, channels: tuple[int, ...]):
+    def __init__(
+        self,
+        img_size: int,
+        patch_size: int,
+        in_chans: int,
+        dim: int,
+        channels: tuple[int, ...],
+    ):
         super().__init__()
         pools = int(math.log2(patch_size))
-        if 2 ** pools != patch_size:
-            raise ValueError(f"ConvTokenizer: patch_size must be a power of 2, got {patch_size}")
+        if 2**pools != patch_size:
+            raise ValueError(
+                f"ConvTokenizer: patch_size must be a power of 2, got {patch_size}"
+            )
         widths = list(channels) + [dim]
         layers, c_in = [], in_chans
         for i, c_out in enumerate(widths):
-            layers += [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(inplace=True)]
+            layers += [
+                nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
+                nn.BatchNorm2d(c_out),
+                nn.ReLU(inplace=True),
+            ]
             if i < pools:
                 layers.append(nn.MaxPool2d(2))
             c_in = c_out
         if pools > len(widths):
-            raise ValueError(f"ConvTokenizer: {len(widths)} conv layers cannot downsample by {patch_size}")
+            raise ValueError(
+                f"ConvTokenizer: {len(widths)} conv layers cannot downsample by {patch_size}"
+            )
         self.net = nn.Sequential(*layers)
         self.num_patches = (img_size // patch_size) ** 2
 
@@ -86,73 +127,39 @@ class ConvTokenizer(nn.Module):
 class EncoderBlock(nn.Module):
     """Pre-norm Transformer encoder block: ``x = x + MSA(LN(x)); x = x + MLP(LN(x))`` (GELU MLP).
 
-    ``forward(x (B, N, dim)) -> (B, N, dim)``; ``return_weights=True`` also returns the
-    attention weights ``(B, H, N, N)``.
+    ``forward(x (B, N, dim)) -> (B, N, dim)``.  Attention runs through chapter 04's
+    ``MultiHeadAttention``, as a learner writes it; ``models.vit_fast`` trains the same block
+    through PyTorch's fused kernel.
     """
 
-    def __init__(self, dim: int, num_heads: int, mlp_dim: int, dropout: float = 0.0, *, qkv_bias: bool = True):
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        mlp_dim: int,
+        dropout: float = 0.0,
+        *,
+        qkv_bias: bool = True,
+    ):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim)
-        self.attn = MultiHeadAttention(dim, num_heads, dropout=dropout, qkv_bias=qkv_bias)
+        self.attn = MultiHeadAttention(
+            dim, num_heads, dropout=dropout, qkv_bias=qkv_bias
+        )
         self.drop1 = nn.Dropout(dropout)
         self.norm2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, mlp_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(mlp_dim, dim),
-                                 nn.Dropout(dropout))
+        self.mlp = nn.Sequential(
+            nn.Linear(dim, mlp_dim),
+            nn.GELU(),
+            nn.Dropout(dropout),
+            nn.Linear(mlp_dim, dim),
+            nn.Dropout(dropout),
+        )
 
-    def forward(self, x: Tensor, return_weights: bool = False):
+    def forward(self, x: Tensor) -> Tensor:
         h = self.norm1(x)
-        if return_weights:
-            attended, weights = self.attn(h, h, h)
-        else:
-            attended, weights = _fused_self_attention(self.attn, h), None
-        x = x + self.drop1(attended)
-        x = x + self.mlp(self.norm2(x))
-        return (x, weights) if return_weights else x
-
-
-def _fused_self_attention(mha: MultiHeadAttention, x: Tensor) -> Tensor:
-    """``mha(x, x, x)[0]`` through PyTorch's fused kernel (no weights materialised): training speed."""
-    # One (3d, d) matmul instead of three (d, d) ones: fewer, larger kernels are faster on a CPU.
-    # Under autocast the weights are cast before they are joined: the copy moves half the bytes,
-    # and F.linear finds them already in the compute dtype.
-    dtype = _compute_dtype(x)
-    weight = torch.cat([mha.w_q.weight.to(dtype), mha.w_k.weight.to(dtype), mha.w_v.weight.to(dtype)])
-    bias = None if mha.w_q.bias is None else torch.cat([mha.w_q.bias, mha.w_k.bias, mha.w_v.bias]).to(dtype)
-    q, k, v = (split_heads(t, mha.num_heads) for t in torch.nn.functional.linear(x, weight, bias).chunk(3, dim=-1))
-    p = mha.dropout.p if mha.training else 0.0
-    if x.device.type == "cpu" and torch.is_grad_enabled() and _low_precision(q):
-        # PyTorch's fused CPU kernel has a slow bf16 backward pass for short sequences: there,
-        # two plain matmuls and a softmax train the whole ViT faster.  In float32 the fused
-        # kernel is the faster one (benchmarks/vit_throughput.py measures both paths).  The scale is
-        # applied to the contiguous scores, not to the strided q view (one copy fewer).
-        weights = torch.softmax((q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5, dim=-1)
-        attended = torch.nn.functional.dropout(weights, p) @ v
-    else:
-        attended = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=p)
-    return mha.w_o(merge_heads(attended))
-
-
-def _compute_dtype(x: Tensor) -> torch.dtype:
-    """The dtype matmuls run in: the autocast dtype when CPU/CUDA autocast is on, else ``x``'s."""
-    device = x.device.type if x.device.type in ("cpu", "cuda") else "cpu"
-    try:
-        if torch.is_autocast_enabled(device):
-            return torch.get_autocast_dtype(device)
-    except (TypeError, AttributeError):  # torch < 2.4: no device argument
-        if device == "cpu" and torch.is_autocast_cpu_enabled():
-            return torch.get_autocast_cpu_dtype()
-        if device == "cuda" and torch.is_autocast_enabled():
-            return torch.get_autocast_gpu_dtype()
-    return x.dtype
-
-
-def _low_precision(t: Tensor) -> bool:
-    """True under CPU autocast or for half-precision tensors."""
-    try:
-        autocast = torch.is_autocast_enabled("cpu")
-    except TypeError:  # torch < 2.4
-        autocast = torch.is_autocast_cpu_enabled()
-    return autocast or t.dtype in (torch.bfloat16, torch.float16)
+        x = x + self.drop1(self.attn(h, h, h)[0])
+        return x + self.mlp(self.norm2(x))
 
 
 class ViT(nn.Module):
@@ -161,21 +168,45 @@ class ViT(nn.Module):
     Parameters ``cls_token (1, 1, dim)`` and ``pos_embed (1, N+1, dim)``;
     ``forward(images (B, C, H, W)) -> logits (B, num_classes)``.  ``qkv_bias=False`` drops the
     query/key/value biases (as vit-pytorch does; timm keeps them), e.g. to compare like with like.
+    ``block_type`` is the class of the ``depth`` blocks (a subclass may swap in a faster one).
     """
 
-    def __init__(self, img_size: int, patch_size: int, num_classes: int, dim: int, depth: int, num_heads: int,
-                 mlp_dim: int, in_chans: int = 3, dropout: float = 0.0, *,
-                 stem_channels: tuple[int, ...] | None = None, qkv_bias: bool = True):
+    block_type: type[EncoderBlock] = EncoderBlock
+
+    def __init__(
+        self,
+        img_size: int,
+        patch_size: int,
+        num_classes: int,
+        dim: int,
+        depth: int,
+        num_heads: int,
+        mlp_dim: int,
+        in_chans: int = 3,
+        dropout: float = 0.0,
+        *,
+        stem_channels: tuple[int, ...] | None = None,
+        qkv_bias: bool = True,
+    ):
         super().__init__()
         if stem_channels:
-            self.patch_embed = ConvTokenizer(img_size, patch_size, in_chans, dim, tuple(stem_channels))
+            self.patch_embed = ConvTokenizer(
+                img_size, patch_size, in_chans, dim, tuple(stem_channels)
+            )
         else:
-            self.patch_embed = PatchEmbedding(img_size, patch_size, in_chans, dim)
+            self.patch_embed = PatchEmbedding(
+                img_size, patch_size, in_chans, dim
+            )
         n = self.patch_embed.num_patches
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos_embed = nn.Parameter(torch.zeros(1, n + 1, dim))
         self.dropout = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(EncoderBlock(dim, num_heads, mlp_dim, dropout, qkv_bias=qkv_bias) for _ in range(depth))
+        self.blocks = nn.ModuleList(
+            self.block_type(
+                dim, num_heads, mlp_dim, dropout, qkv_bias=qkv_bias
+            )
+            for _ in range(depth)
+        )
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, num_classes)
         self.img_size = img_size
@@ -201,10 +232,17 @@ class ViT(nn.Module):
     def tokens(self, images: Tensor) -> Tensor:
         """``(B, C, H, W) -> (B, N+1, dim)``: patch tokens behind the CLS token, plus positions."""
         if images.dim() != 4:
-            raise ValueError(f"ViT: expected a batch of images (B, C, H, W), got shape {tuple(images.shape)}; "
-                             "for one image use images.unsqueeze(0)")
-        if images.shape[-1] != self.img_size or images.shape[-2] != self.img_size:
-            raise ValueError(f"ViT: expected {self.img_size}x{self.img_size} images, got {tuple(images.shape)}")
+            raise ValueError(
+                f"ViT: expected a batch of images (B, C, H, W), got shape {tuple(images.shape)}; "
+                "for one image use images.unsqueeze(0)"
+            )
+        if (
+            images.shape[-1] != self.img_size
+            or images.shape[-2] != self.img_size
+        ):
+            raise ValueError(
+                f"ViT: expected {self.img_size}x{self.img_size} images, got {tuple(images.shape)}"
+            )
         x = self.patch_embed(images)
         cls = self.cls_token.expand(x.shape[0], -1, -1)
         return self.dropout(torch.cat([cls, x], dim=1) + self.pos_embed)
@@ -220,8 +258,9 @@ class ViT(nn.Module):
         """Attention weights of every block, ``depth`` tensors of shape ``(B, H, N+1, N+1)``."""
         x, maps = self.tokens(images), []
         for block in self.blocks:
-            x, weights = block(x, return_weights=True)
-            maps.append(weights)
+            h = block.norm1(x)
+            maps.append(block.attn(h, h, h)[1])
+            x = block(x)
         return maps
 
 

@@ -14,6 +14,7 @@ excludes zero.  ``compare_family`` reads several changes against one shared refe
 correction, so that the chance of any false "beyond the noise" among them stays at the level
 asked for.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,8 +27,19 @@ import torch
 from ..references.comparison import paired_interval
 from ..references.stats import student_t_cdf, t_quantile
 
-__all__ = ["compare_seeds", "SeedComparison", "MIN_SEEDS", "student_t_cdf", "t_quantile",
-           "compare_paired", "PairedComparison", "holm", "compare_family", "error_rates", "paired_interval"]
+__all__ = [
+    "compare_seeds",
+    "SeedComparison",
+    "MIN_SEEDS",
+    "student_t_cdf",
+    "t_quantile",
+    "compare_paired",
+    "PairedComparison",
+    "holm",
+    "compare_family",
+    "error_rates",
+    "paired_interval",
+]
 
 # Were a change to do nothing, its seeds and the reference's would still fall apart (one side
 # wholly above the other) by chance: one time in three with two seeds a side, one in five with
@@ -39,21 +51,29 @@ MIN_SEEDS = 3
 @dataclass(frozen=True)
 class SeedComparison:
     """One metric of ``changed`` runs against ``reference`` runs, one value per seed."""
+
     n: int  # seeds on the side with fewer
     gap: float  # mean(changed) - mean(reference)
-    se: float | None  # standard error of the gap; None with a single seed on a side
+    # standard error of the gap; None with a single seed on a side
+    se: float | None
     apart: bool  # every changed seed above, or every one below, every reference seed
     verdict: str  # "not measured", "inside the noise", "higher" or "lower"
 
     def __str__(self) -> str:
         if self.verdict == "not measured":
-            return f"not measured ({self.n} seed{'s' if self.n != 1 else ''})"
+            return (
+                f"not measured ({self.n} seed{'s' if self.n != 1 else ''})"
+            )
         if self.verdict == "inside the noise":
             return self.verdict
         return f"{self.verdict}, beyond the noise"
 
 
-def compare_seeds(changed: Sequence[float], reference: Sequence[float], min_seeds: int = MIN_SEEDS) -> SeedComparison:
+def compare_seeds(
+    changed: Sequence[float],
+    reference: Sequence[float],
+    min_seeds: int = MIN_SEEDS,
+) -> SeedComparison:
     """Read ``changed`` against ``reference`` (per-seed values of one metric, e.g. accuracies).
 
     The verdict is "higher" or "lower" only with at least ``min_seeds`` seeds on each side,
@@ -61,12 +81,24 @@ def compare_seeds(changed: Sequence[float], reference: Sequence[float], min_seed
     "not measured", otherwise "inside the noise".  ``se`` uses each side's sample standard
     deviation: sqrt(sd_a^2 / n_a + sd_b^2 / n_b).
     """
-    changed, reference = [float(v) for v in changed], [float(v) for v in reference]
+    changed, reference = (
+        [float(v) for v in changed],
+        [float(v) for v in reference],
+    )
     if not changed or not reference:
-        raise ValueError("compare_seeds: each side needs at least one value (one per seed)")
+        raise ValueError(
+            "compare_seeds: each side needs at least one value (one per seed)"
+        )
     n = min(len(changed), len(reference))
     gap = fmean(changed) - fmean(reference)
-    se = math.sqrt(stdev(changed) ** 2 / len(changed) + stdev(reference) ** 2 / len(reference)) if n > 1 else None
+    se = (
+        math.sqrt(
+            stdev(changed) ** 2 / len(changed)
+            + stdev(reference) ** 2 / len(reference)
+        )
+        if n > 1
+        else None
+    )
     apart = min(changed) > max(reference) or max(changed) < min(reference)
     if n < min_seeds:
         verdict = "not measured"
@@ -79,9 +111,11 @@ def compare_seeds(changed: Sequence[float], reference: Sequence[float], min_seed
 
 # --------------------------------------------------------------------------- paired seeds
 
+
 @dataclass(frozen=True)
 class PairedComparison:
     """``changed`` against ``reference``, seed by seed: the mean per-seed difference and its interval."""
+
     n: int  # seeds both sides ran
     gap: float  # mean over seeds of changed[s] - reference[s]
     low: float  # the interval's ends (nan with fewer than two seeds)
@@ -93,12 +127,21 @@ class PairedComparison:
     def __str__(self) -> str:
         if self.verdict == "not measured":
             return f"not measured ({self.n} paired seed{'s' if self.n != 1 else ''})"
-        words = self.verdict if self.verdict == "inside the noise" else f"{self.verdict}, beyond the noise"
+        words = (
+            self.verdict
+            if self.verdict == "inside the noise"
+            else f"{self.verdict}, beyond the noise"
+        )
         return f"{words} ({self.gap:+.4f}, {100 * self.level:g}% interval [{self.low:+.4f}, {self.high:+.4f}])"
 
 
-def compare_paired(changed: dict[int, float] | Sequence[float], reference: dict[int, float] | Sequence[float], *,
-                   level: float = 0.95, min_seeds: int = MIN_SEEDS) -> PairedComparison:
+def compare_paired(
+    changed: dict[int, float] | Sequence[float],
+    reference: dict[int, float] | Sequence[float],
+    *,
+    level: float = 0.95,
+    min_seeds: int = MIN_SEEDS,
+) -> PairedComparison:
     """Read ``changed`` against ``reference`` over the seeds both ran ({seed: value}, or two lists
     in the same seed order).  The interval is mean(d) +- t * sd(d) / sqrt(n) over the per-seed
     differences d; "higher"/"lower" when it excludes 0, with at least ``min_seeds`` seeds."""
@@ -109,18 +152,32 @@ def compare_paired(changed: dict[int, float] | Sequence[float], reference: dict[
     seeds = sorted(set(changed) & set(reference), key=str)
     n = len(seeds)
     if n == 0:
-        raise ValueError("compare_paired: no seed was run on both sides (pair the runs by seed)")
+        raise ValueError(
+            "compare_paired: no seed was run on both sides (pair the runs by seed)"
+        )
     if n < 2:
         gap = float(changed[seeds[0]]) - float(reference[seeds[0]])
-        return PairedComparison(n, gap, math.nan, math.nan, math.nan, level, "not measured")
+        return PairedComparison(
+            n, gap, math.nan, math.nan, math.nan, level, "not measured"
+        )
     d = [float(changed[s]) - float(reference[s]) for s in seeds]
-    gap, low, high, verdict = paired_interval([changed[s] for s in seeds], [reference[s] for s in seeds], level)
+    gap, low, high, verdict = paired_interval(
+        [changed[s] for s in seeds], [reference[s] for s in seeds], level
+    )
     se = stdev(d) / math.sqrt(n)
     if se == 0:
         p = 0.0 if gap else 1.0
     else:
         p = 2 * (1 - student_t_cdf(abs(gap) / se, n - 1))
-    return PairedComparison(n, gap, low, high, p, level, "not measured" if n < min_seeds else verdict)
+    return PairedComparison(
+        n,
+        gap,
+        low,
+        high,
+        p,
+        level,
+        "not measured" if n < min_seeds else verdict,
+    )
 
 
 def holm(pvalues: dict[str, float], alpha: float = 0.05) -> dict[str, bool]:
@@ -135,8 +192,13 @@ def holm(pvalues: dict[str, float], alpha: float = 0.05) -> dict[str, bool]:
     return rejected
 
 
-def compare_family(changes: dict[str, dict[int, float]], reference: dict, *, alpha: float = 0.05,
-                   min_seeds: int = MIN_SEEDS) -> dict[str, PairedComparison]:
+def compare_family(
+    changes: dict[str, dict[int, float]],
+    reference: dict,
+    *,
+    alpha: float = 0.05,
+    min_seeds: int = MIN_SEEDS,
+) -> dict[str, PairedComparison]:
     """Changes read together, each against its reference: ``reference`` is one {seed: value}
     that every change shares (levers against one recipe), or {name: {seed: value}}, one per
     change (the steps of a ladder, each against the step before).  A change is "higher" or
@@ -145,25 +207,58 @@ def compare_family(changes: dict[str, dict[int, float]], reference: dict, *, alp
     Holm needs for all but the first)."""
     m = len(changes)
     level = 1 - alpha / max(m, 1)
-    per_change = isinstance(reference, dict) and bool(reference) and \
-        all(isinstance(v, (dict, list, tuple)) for v in reference.values())
-    readings = {name: compare_paired(seeds, reference[name] if per_change else reference, level=level,
-                                     min_seeds=min_seeds)
-                for name, seeds in changes.items()}
-    rejected = holm({name: r.p for name, r in readings.items() if r.verdict != "not measured"}, alpha)
+    per_change = (
+        isinstance(reference, dict)
+        and bool(reference)
+        and all(
+            isinstance(v, (dict, list, tuple)) for v in reference.values()
+        )
+    )
+    readings = {
+        name: compare_paired(
+            seeds,
+            reference[name] if per_change else reference,
+            level=level,
+            min_seeds=min_seeds,
+        )
+        for name, seeds in changes.items()
+    }
+    rejected = holm(
+        {
+            name: r.p
+            for name, r in readings.items()
+            if r.verdict != "not measured"
+        },
+        alpha,
+    )
     out = {}
     for name, r in readings.items():
         if r.verdict == "not measured":
             out[name] = r
             continue
-        verdict = ("higher" if r.gap > 0 else "lower") if rejected.get(name) else "inside the noise"
-        out[name] = PairedComparison(r.n, r.gap, r.low, r.high, r.p, level, verdict)
+        verdict = (
+            ("higher" if r.gap > 0 else "lower")
+            if rejected.get(name)
+            else "inside the noise"
+        )
+        out[name] = PairedComparison(
+            r.n, r.gap, r.low, r.high, r.p, level, verdict
+        )
     return out
 
 
-def error_rates(rule: Callable[[list[float], list[float]], str] | None, n: int, *, effect: float = 0.0,
-                pairing: float = 0.0, trials: int = 20000, family: int = 1, seed: int = 0,
-                joint: Callable[[dict[str, list[float]], list[float]], dict[str, str]] | None = None) -> float:
+def error_rates(
+    rule: Callable[[list[float], list[float]], str] | None,
+    n: int,
+    *,
+    effect: float = 0.0,
+    pairing: float = 0.0,
+    trials: int = 20000,
+    family: int = 1,
+    seed: int = 0,
+    joint: Callable[[dict[str, list[float]], list[float]], dict[str, str]]
+    | None = None,
+) -> float:
     """How often ``rule(changed, reference) -> verdict`` says "higher" or "lower", by simulation.
 
     Per-seed values are standard normal (one standard deviation of seed noise = 1); ``changed``
@@ -176,15 +271,24 @@ def error_rates(rule: Callable[[list[float], list[float]], str] | None, n: int, 
     """
     g = torch.Generator().manual_seed(seed)
     shared = torch.randn(trials, n, generator=g, dtype=torch.float64)
-    ref = math.sqrt(pairing) * shared + math.sqrt(1 - pairing) * torch.randn(trials, n, generator=g, dtype=torch.float64)
-    changes = [effect + math.sqrt(pairing) * shared
-               + math.sqrt(1 - pairing) * torch.randn(trials, n, generator=g, dtype=torch.float64)
-               for _ in range(family)]
+    ref = math.sqrt(pairing) * shared + math.sqrt(1 - pairing) * torch.randn(
+        trials, n, generator=g, dtype=torch.float64
+    )
+    changes = [
+        effect
+        + math.sqrt(pairing) * shared
+        + math.sqrt(1 - pairing)
+        * torch.randn(trials, n, generator=g, dtype=torch.float64)
+        for _ in range(family)
+    ]
     called = 0
     for t in range(trials):
         reference = ref[t].tolist()
         if joint is not None:
-            verdicts = joint({str(i): c[t].tolist() for i, c in enumerate(changes)}, reference).values()
+            verdicts = joint(
+                {str(i): c[t].tolist() for i, c in enumerate(changes)},
+                reference,
+            ).values()
         else:
             verdicts = [rule(c[t].tolist(), reference) for c in changes]
         called += any(v in ("higher", "lower") for v in verdicts)

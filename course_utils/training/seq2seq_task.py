@@ -1,7 +1,8 @@
 """A synthetic sequence-to-sequence task for chapter 06's small Transformer: reverse a digit string.
 
-``python -m course_utils.cli.seq2seq`` makes the full run (``results/ch06_seq2seq.json`` and the
-trained weights ``results/ch06_seq2seq_model.pth``); ``run`` below is what it calls.
+The task, the model and its training (the mechanism); chapter 06's full run, which writes
+``results/ch06_seq2seq.json`` and the trained weights, is ``course_utils.experiments.seq2seq``.
+``load_trained_model`` loads those weights: the graded tests decode with them.
 
 Tokens: ``PAD = 0``, ``BOS = 1`` (begin of sequence), ``EOS = 2`` (end of sequence) and the
 digits 0-9 as ``3 .. 12``.  A source is 3 to 12 random digits, right-padded; its target is
@@ -15,10 +16,10 @@ beam search and temperature sampling).  Training batches are drawn fresh at ever
 sequence that also occurs in the validation or test set is redrawn, so the held-out accuracy
 measures sequences the model has never seen.
 """
+
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
@@ -29,18 +30,37 @@ from torch import Tensor
 
 from ..models.transformer import Seq2SeqTransformer
 from ..references.decoding import beam_search, greedy_decode, sample_decode
-from .trainer import Trainer, lr_factor
+from .optim import lr_factor
+from .trainer import Trainer
 
 PAD, BOS, EOS = 0, 1, 2
 FIRST_DIGIT = 3
 VOCAB_SIZE = FIRST_DIGIT + 10
-RESULT_NAME = "ch06_seq2seq"
-MODEL_FILE = "ch06_seq2seq_model.pth"
+MODEL_FILE = "ch06_seq2seq_model.pth"  # in results/: the full run's weights (experiments.seq2seq)
 
-__all__ = ["PAD", "BOS", "EOS", "VOCAB_SIZE", "TaskConfig", "TrainConfig", "to_tokens", "to_text",
-           "make_examples", "make_batch", "HeldOut", "make_heldout", "build_model", "exact_match", "greedy_exact_match",
-           "Evaluation",
-           "evaluate", "train", "run", "load_trained_model"]
+__all__ = [
+    "PAD",
+    "BOS",
+    "EOS",
+    "VOCAB_SIZE",
+    "TaskConfig",
+    "TrainConfig",
+    "to_tokens",
+    "to_text",
+    "make_examples",
+    "make_batch",
+    "HeldOut",
+    "make_heldout",
+    "build_model",
+    "exact_match",
+    "greedy_exact_match",
+    "Evaluation",
+    "decode",
+    "evaluate",
+    "train",
+    "load_trained_model",
+    "MODEL_FILE",
+]
 
 
 # --------------------------------------------------------------------------- data
@@ -52,15 +72,21 @@ class TaskConfig:
 
     def __post_init__(self):
         if self.task not in ("reverse", "sort"):
-            raise ValueError(f"TaskConfig: task must be 'reverse' or 'sort', got {self.task!r}")
+            raise ValueError(
+                f"TaskConfig: task must be 'reverse' or 'sort', got {self.task!r}"
+            )
         if not 1 <= self.min_len <= self.max_len:
-            raise ValueError(f"TaskConfig: need 1 <= min_len <= max_len, got {self.min_len}, {self.max_len}")
+            raise ValueError(
+                f"TaskConfig: need 1 <= min_len <= max_len, got {self.min_len}, {self.max_len}"
+            )
 
 
 def to_tokens(digits: str) -> list[int]:
     """``"305"`` -> ``[6, 3, 8]`` (source tokens, no BOS/EOS)."""
     if not digits.isdigit():
-        raise ValueError(f"to_tokens: expected a string of digits, got {digits!r}")
+        raise ValueError(
+            f"to_tokens: expected a string of digits, got {digits!r}"
+        )
     return [FIRST_DIGIT + int(c) for c in digits]
 
 
@@ -71,11 +97,20 @@ def to_text(tokens) -> str:
     for tok in (int(t) for t in tokens):
         if tok == PAD:
             continue
-        out.append(names.get(tok, str(tok - FIRST_DIGIT) if FIRST_DIGIT <= tok < VOCAB_SIZE else f"<{tok}>"))
+        out.append(
+            names.get(
+                tok,
+                str(tok - FIRST_DIGIT)
+                if FIRST_DIGIT <= tok < VOCAB_SIZE
+                else f"<{tok}>",
+            )
+        )
     return "".join(out)
 
 
-def make_examples(digits: Tensor, lengths: Tensor, task: str = "reverse") -> tuple[Tensor, Tensor]:
+def make_examples(
+    digits: Tensor, lengths: Tensor, task: str = "reverse"
+) -> tuple[Tensor, Tensor]:
     """Source and target tokens for digit strings.
 
     ``digits (B, L)`` with values 0-9 (entries at positions ``>= lengths[b]`` are ignored),
@@ -87,25 +122,43 @@ def make_examples(digits: Tensor, lengths: Tensor, task: str = "reverse") -> tup
     longest = int(lengths.max()) if batch else 0
     pos = torch.arange(width, device=digits.device).expand(batch, width)
     keep = pos < lengths[:, None]
-    if task == "reverse":  # output position p holds input position length - 1 - p
+    # output position p holds input position length - 1 - p
+    if task == "reverse":
         index = (lengths[:, None] - 1 - pos).clamp(min=0)
         answer = digits.gather(1, index)
-    elif task == "sort":  # padding sorts last when it is pushed above every digit
+    # padding sorts last when it is pushed above every digit
+    elif task == "sort":
         answer = torch.where(keep, digits, 10).sort(dim=1).values
     else:
         raise ValueError(f"make_examples: unknown task {task!r}")
     src = torch.where(keep, digits + FIRST_DIGIT, PAD)[:, :longest]
-    tgt = torch.full((batch, longest + 2), PAD, dtype=torch.long, device=digits.device)
+    tgt = torch.full(
+        (batch, longest + 2), PAD, dtype=torch.long, device=digits.device
+    )
     tgt[:, 0] = BOS
-    tgt[:, 1:longest + 1] = torch.where(keep, answer + FIRST_DIGIT, PAD)[:, :longest]
+    tgt[:, 1 : longest + 1] = torch.where(keep, answer + FIRST_DIGIT, PAD)[
+        :, :longest
+    ]
     tgt.scatter_(1, lengths[:, None] + 1, EOS)
     return src, tgt
 
 
-def _draw(batch_size: int, config: TaskConfig, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    lengths = torch.randint(config.min_len, config.max_len + 1, (batch_size,), generator=generator)
-    digits = torch.randint(0, 10, (batch_size, config.max_len), generator=generator)
-    digits = torch.where(torch.arange(config.max_len) < lengths[:, None], digits, 0)  # canonical padding
+def _draw(
+    batch_size: int, config: TaskConfig, generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
+    lengths = torch.randint(
+        config.min_len,
+        config.max_len + 1,
+        (batch_size,),
+        generator=generator,
+    )
+    digits = torch.randint(
+        0, 10, (batch_size, config.max_len), generator=generator
+    )
+    # canonical padding
+    digits = torch.where(
+        torch.arange(config.max_len) < lengths[:, None], digits, 0
+    )
     return digits, lengths
 
 
@@ -113,11 +166,15 @@ def _keys(digits: Tensor, lengths: Tensor) -> Tensor:
     """One int64 per sequence, equal iff the digit strings are equal (base-11 code, digit + 1)."""
     pos = torch.arange(digits.shape[1])
     code = torch.where(pos < lengths[:, None], digits + 1, 0)
-    return (code * (11 ** pos)).sum(dim=1)
+    return (code * (11**pos)).sum(dim=1)
 
 
-def make_batch(batch_size: int, config: TaskConfig, generator: torch.Generator,
-               exclude: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def make_batch(
+    batch_size: int,
+    config: TaskConfig,
+    generator: torch.Generator,
+    exclude: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
     """A fresh random batch ``(src, tgt)``; sequences whose key is in ``exclude`` are redrawn."""
     digits, lengths = _draw(batch_size, config, generator)
     if exclude is not None and exclude.numel():
@@ -128,7 +185,9 @@ def make_batch(batch_size: int, config: TaskConfig, generator: torch.Generator,
             d2, l2 = _draw(int(clash.sum()), config, generator)
             digits[clash], lengths[clash] = d2, l2
         else:  # pragma: no cover - only if the held-out sets cover almost all strings
-            raise RuntimeError("make_batch: could not avoid the held-out sequences; lower min_len or the set sizes")
+            raise RuntimeError(
+                "make_batch: could not avoid the held-out sequences; lower min_len or the set sizes"
+            )
     return make_examples(digits, lengths, config.task)
 
 
@@ -142,10 +201,16 @@ class HeldOut:
         return self.src.shape[0]
 
 
-def make_heldout(size: int, config: TaskConfig, seed: int, exclude: Tensor | None = None) -> HeldOut:
+def make_heldout(
+    size: int, config: TaskConfig, seed: int, exclude: Tensor | None = None
+) -> HeldOut:
     """``size`` distinct sequences, none of whose keys is in ``exclude``."""
     generator = torch.Generator().manual_seed(seed)
-    digits, lengths, seen = [], [], set() if exclude is None else set(exclude.tolist())
+    digits, lengths, seen = (
+        [],
+        [],
+        set() if exclude is None else set(exclude.tolist()),
+    )
     while len(digits) < size:
         d, n = _draw(size, config, generator)
         for di, ni, key in zip(d, n, _keys(d, n).tolist()):
@@ -189,10 +254,19 @@ class TrainConfig:
 
 
 def build_model(cfg: TrainConfig) -> Seq2SeqTransformer:
-    return Seq2SeqTransformer(VOCAB_SIZE, VOCAB_SIZE, d_model=cfg.d_model, num_heads=cfg.num_heads,
-                              num_encoder_layers=cfg.num_encoder_layers, num_decoder_layers=cfg.num_decoder_layers,
-                              d_ff=cfg.d_ff, dropout=cfg.dropout, max_len=cfg.max_len + 2, pad_id=PAD,
-                              norm_first=cfg.norm_first)
+    return Seq2SeqTransformer(
+        VOCAB_SIZE,
+        VOCAB_SIZE,
+        d_model=cfg.d_model,
+        num_heads=cfg.num_heads,
+        num_encoder_layers=cfg.num_encoder_layers,
+        num_decoder_layers=cfg.num_decoder_layers,
+        d_ff=cfg.d_ff,
+        dropout=cfg.dropout,
+        max_len=cfg.max_len + 2,
+        pad_id=PAD,
+        norm_first=cfg.norm_first,
+    )
 
 
 def exact_match(pred: Tensor, tgt: Tensor) -> Tensor:
@@ -203,14 +277,34 @@ def exact_match(pred: Tensor, tgt: Tensor) -> Tensor:
     return (pred == tgt).all(dim=1)
 
 
-def _decode(model, src: Tensor, method: str, max_new_tokens: int, *, beam_size: int = 4, temperature: float = 1.0,
-            generator: torch.Generator | None = None) -> Tensor:
+def decode(
+    model,
+    src: Tensor,
+    method: str,
+    max_new_tokens: int,
+    *,
+    beam_size: int = 4,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """``src (B, S)`` decoded by ``method``: ``"greedy"``, ``"beam"`` or ``"sample"`` -> ``(B, <= 1 + max_new_tokens)``."""
     if method == "greedy":
         return greedy_decode(model, src, max_new_tokens, BOS, EOS, PAD)
     if method == "beam":
-        return beam_search(model, src, max_new_tokens, BOS, EOS, PAD, beam_size=beam_size)
+        return beam_search(
+            model, src, max_new_tokens, BOS, EOS, PAD, beam_size=beam_size
+        )
     if method == "sample":
-        return sample_decode(model, src, max_new_tokens, BOS, EOS, PAD, temperature=temperature, generator=generator)
+        return sample_decode(
+            model,
+            src,
+            max_new_tokens,
+            BOS,
+            EOS,
+            PAD,
+            temperature=temperature,
+            generator=generator,
+        )
     raise ValueError(f"unknown decoding method {method!r}")
 
 
@@ -224,7 +318,14 @@ class Evaluation(NamedTuple):
 
 
 @torch.no_grad()
-def evaluate(model, data: HeldOut, method: str = "greedy", *, batch_size: int = 500, **kw) -> Evaluation:
+def evaluate(
+    model,
+    data: HeldOut,
+    method: str = "greedy",
+    *,
+    batch_size: int = 500,
+    **kw,
+) -> Evaluation:
     """Decode every source of ``data`` and compare with its target (see ``Evaluation``).
 
     ``method`` is ``"greedy"``, ``"beam"`` (keyword ``beam_size``) or ``"sample"`` (keywords
@@ -234,20 +335,25 @@ def evaluate(model, data: HeldOut, method: str = "greedy", *, batch_size: int = 
     model.eval()
     hits, outputs = [], []
     for start in range(0, len(data), batch_size):
-        src = data.src[start:start + batch_size]
-        tgt = data.tgt[start:start + batch_size]
-        pred = _decode(model, src, method, tgt.shape[1] - 1, **kw)  # room for every digit and EOS
+        src = data.src[start : start + batch_size]
+        tgt = data.tgt[start : start + batch_size]
+        # room for every digit and EOS
+        pred = decode(model, src, method, tgt.shape[1] - 1, **kw)
         hits.append(exact_match(pred, tgt))
         outputs.append(pred)
     model.train(was_training)
     hit = torch.cat(hits)
     width = max(o.shape[1] for o in outputs)
-    padded = torch.cat([F.pad(o, (0, width - o.shape[1]), value=PAD) for o in outputs])
+    padded = torch.cat(
+        [F.pad(o, (0, width - o.shape[1]), value=PAD) for o in outputs]
+    )
     return Evaluation(float(hit.double().mean()), hit, padded)
 
 
 @torch.no_grad()
-def greedy_exact_match(model, data: HeldOut, *, batch_size: int = 500) -> Tensor:
+def greedy_exact_match(
+    model, data: HeldOut, *, batch_size: int = 500
+) -> Tensor:
     """bool ``(N,)``: whether greedy decoding reproduces each target, read off one teacher-forced pass.
 
     Greedy decoding outputs a target exactly if and only if, fed the target's own prefix, the model
@@ -260,15 +366,26 @@ def greedy_exact_match(model, data: HeldOut, *, batch_size: int = 500) -> Tensor
     model.eval()
     hits = []
     for start in range(0, len(data), batch_size):
-        src, tgt = data.src[start:start + batch_size], data.tgt[start:start + batch_size]
-        predicted = model(src, tgt[:, :-1]).argmax(dim=-1)  # (B, T): the most probable token after each prefix
-        hits.append(((predicted == tgt[:, 1:]) | (tgt[:, 1:] == PAD)).all(dim=1))
+        src, tgt = (
+            data.src[start : start + batch_size],
+            data.tgt[start : start + batch_size],
+        )
+        # (B, T): the most probable token after each prefix
+        predicted = model(src, tgt[:, :-1]).argmax(dim=-1)
+        hits.append(
+            ((predicted == tgt[:, 1:]) | (tgt[:, 1:] == PAD)).all(dim=1)
+        )
     model.train(was_training)
     return torch.cat(hits)
 
 
-def train(cfg: TrainConfig, *, log: Callable[[str], None] | None = print, val: HeldOut | None = None,
-          exclude: Tensor | None = None) -> tuple[Seq2SeqTransformer, dict[str, Any]]:
+def train(
+    cfg: TrainConfig,
+    *,
+    log: Callable[[str], None] | None = print,
+    val: HeldOut | None = None,
+    exclude: Tensor | None = None,
+) -> tuple[Seq2SeqTransformer, dict[str, Any]]:
     """Teacher-forced training with Adam for ``cfg.steps`` steps on fresh batches.
 
     The decoder reads ``tgt[:, :-1]`` (``BOS`` and the answer) and is trained to predict
@@ -279,124 +396,65 @@ def train(cfg: TrainConfig, *, log: Callable[[str], None] | None = print, val: H
     torch.manual_seed(cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed + 1)
     model = build_model(cfg)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9
+    )
     # Linear warm-up from 0 at step 0, then cosine decay: chapter 08's warmup_cosine_lr.
-    warmup = min(cfg.warmup_steps, cfg.steps - 1)  # a short trial run still decays
-    trainer = Trainer(model, optimizer, lr_factor=lr_factor("cosine", cfg.steps, warmup), grad_clip=cfg.grad_clip)
-    history: dict[str, list] = {"step": [], "train_loss": [], "val_exact_match": [], "elapsed_s": []}
+    # a short trial run still decays
+    warmup = min(cfg.warmup_steps, cfg.steps - 1)
+    trainer = Trainer(
+        model,
+        optimizer,
+        lr_factor=lr_factor("cosine", cfg.steps, warmup),
+        grad_clip=cfg.grad_clip,
+    )
+    history: dict[str, list] = {
+        "step": [],
+        "train_loss": [],
+        "val_exact_match": [],
+        "elapsed_s": [],
+    }
     eval_time = 0.0
     window: list[float] = []
     start = time.perf_counter()
     model.train()
     for step in range(cfg.steps):
-        src, tgt = make_batch(cfg.batch_size, cfg.task_config, generator, exclude)
-        logits = model(src, tgt[:, :-1])  # teacher forcing: the true prefix, not the model's own guesses
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1), ignore_index=PAD)
+        src, tgt = make_batch(
+            cfg.batch_size, cfg.task_config, generator, exclude
+        )
+        # teacher forcing: the true prefix, not the model's own guesses
+        logits = model(src, tgt[:, :-1])
+        loss = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]),
+            tgt[:, 1:].reshape(-1),
+            ignore_index=PAD,
+        )
         window.append(trainer.step(loss))
         if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
             tick = time.perf_counter()
             # greedy decoding's accuracy, from one teacher-forced pass (see greedy_exact_match)
-            acc = float(greedy_exact_match(model, val).double().mean()) if val is not None else None
+            acc = (
+                float(greedy_exact_match(model, val).double().mean())
+                if val is not None
+                else None
+            )
             eval_time += time.perf_counter() - tick
             history["step"].append(step + 1)
             history["train_loss"].append(sum(window) / len(window))
             history["val_exact_match"].append(acc)
-            history["elapsed_s"].append(round(time.perf_counter() - start, 2))
+            history["elapsed_s"].append(
+                round(time.perf_counter() - start, 2)
+            )
             window = []
             if log:
                 shown = "" if acc is None else f"  val exact match {acc:.3f}"
-                log(f"step {step + 1:5d}  loss {history['train_loss'][-1]:.4f}{shown}")
+                log(
+                    f"step {step + 1:5d}  loss {history['train_loss'][-1]:.4f}{shown}"
+                )
     model.eval()
     history["train_time_s"] = round(time.perf_counter() - start, 2)
     history["eval_time_s"] = round(eval_time, 2)
     return model, history
-
-
-# --------------------------------------------------------------------------- the full run
-def _examples(model, data: HeldOut, cfg: TrainConfig, count: int = 6) -> list[dict[str, str]]:
-    src, tgt = data.src[:count], data.tgt[:count]
-    n = tgt.shape[1] - 1
-    rows = {"source": [to_text(s) for s in src], "target": [to_text(t) for t in tgt],
-            "greedy": [to_text(p) for p in _decode(model, src, "greedy", n)],
-            "beam": [to_text(p) for p in _decode(model, src, "beam", n, beam_size=cfg.beam_size)]}
-    generator = torch.Generator().manual_seed(cfg.seed + 3)
-    for temp in cfg.temperatures:
-        rows[f"sample_T{temp:g}"] = [to_text(p) for p in _decode(model, src, "sample", n, temperature=temp,
-                                                                  generator=generator)]
-    return [{key: rows[key][i] for key in rows} for i in range(len(src))]
-
-
-def run(cfg: TrainConfig, *, write: bool = True, log: Callable[[str], None] | None = print,
-        directory: Path | None = None, command: str | None = None) -> dict[str, Any]:
-    """Train, evaluate on the test set once, and (with ``write``) save the result file and the weights."""
-    from .. import results
-
-    code_at_start = results.code_version()  # the code that runs, even if the checkout changes meanwhile
-    load_before = os.getloadavg()
-    wall_start = time.perf_counter()
-    task = cfg.task_config
-    test = make_heldout(cfg.test_size, task, seed=10_000 + cfg.seed)
-    val = make_heldout(cfg.val_size, task, seed=20_000 + cfg.seed, exclude=test.keys)
-    exclude = torch.cat([test.keys, val.keys])
-    model, history = train(cfg, log=log, val=val, exclude=exclude)
-
-    tick = time.perf_counter()
-    test_results: dict[str, Any] = {"size": len(test)}
-    greedy_acc, greedy_hit, _ = evaluate(model, test, "greedy")
-    beam_acc, beam_hit, _ = evaluate(model, test, "beam", beam_size=cfg.beam_size)
-    test_results["greedy"] = {"exact_match": greedy_acc}
-    test_results["beam"] = {"exact_match": beam_acc, "beam_size": cfg.beam_size,
-                            "disagreements_with_greedy": int((greedy_hit != beam_hit).sum())}
-    test_results["sampling"] = []
-    for temp in cfg.temperatures:
-        generator = torch.Generator().manual_seed(cfg.seed + 2)
-        acc, hit, outputs = evaluate(model, test, "sample", temperature=temp, generator=generator)
-        wrong = (~hit).nonzero().flatten()[:4].tolist()  # the first few mistakes, in test-set order
-        test_results["sampling"].append({
-            "temperature": temp, "exact_match": acc,
-            "first_mistakes": [{"source": to_text(test.src[i]), "target": to_text(test.tgt[i]),
-                                "sampled": to_text(outputs[i])} for i in wrong]})
-    lengths = (test.src != PAD).sum(dim=1)
-    test_results["greedy_by_length"] = {int(n): float(greedy_hit[lengths == n].double().mean())
-                                        for n in lengths.unique()}
-    test_time = time.perf_counter() - tick
-    wall = time.perf_counter() - wall_start
-    load_after = os.getloadavg()
-
-    num_params = sum(p.numel() for p in model.parameters())
-    data = {
-        "task": dataclasses.asdict(task),
-        "vocab": {"PAD": PAD, "BOS": BOS, "EOS": EOS, "digits": f"{FIRST_DIGIT}..{VOCAB_SIZE - 1}",
-                  "size": VOCAB_SIZE},
-        "model": {**model.config, "num_params": num_params},
-        "training": {key: value for key, value in dataclasses.asdict(cfg).items()
-                     if key in ("steps", "batch_size", "lr", "warmup_steps", "grad_clip", "seed", "eval_every")},
-        "training_curve": {k: history[k] for k in ("step", "train_loss", "val_exact_match", "elapsed_s")},
-        "train_time_s": history["train_time_s"],
-        "val_eval_time_s": history["eval_time_s"],
-        "test_eval_time_s": round(test_time, 2),
-        "val_size": len(val),
-        "test": test_results,
-        "examples": _examples(model, test, cfg),
-        "load_average_1min": {"start": round(load_before[0], 2), "end": round(load_after[0], 2)},
-        "model_file": MODEL_FILE if write else None,
-    }
-    if log:
-        log(f"test exact match: greedy {greedy_acc:.4f}, beam({cfg.beam_size}) {beam_acc:.4f}, "
-            + ", ".join(f"sampling T={s['temperature']:g} {s['exact_match']:.4f}" for s in test_results["sampling"]))
-        log(f"training {history['train_time_s']:.1f} s, whole run {wall:.1f} s, {num_params} parameters, "
-            f"load average {load_before[0]:.2f} -> {load_after[0]:.2f} on {os.cpu_count()} cores")
-    if write:
-        path = results.write_result(RESULT_NAME, data, dataset=f"synthetic: {task.task} digit strings of length "
-                                    f"{task.min_len}-{task.max_len}, fresh training batches, held-out val/test",
-                                    split="none (fixed step budget); validation curve for monitoring only",
-                                    wall_time_s=wall, directory=directory, command=command,
-                                    git_commit=code_at_start)
-        directory = Path(directory or results.RESULTS_DIR)
-        torch.save({"config": model.config, "state_dict": model.state_dict()}, directory / MODEL_FILE)
-        if log:
-            log(f"wrote {path} and {directory / MODEL_FILE}")
-    return data
 
 
 def load_trained_model(path: Path | str | None = None) -> Seq2SeqTransformer:
@@ -405,7 +463,9 @@ def load_trained_model(path: Path | str | None = None) -> Seq2SeqTransformer:
 
     path = Path(path or Path(results.RESULTS_DIR) / MODEL_FILE)
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: run `python -m course_utils.cli.seq2seq` to train and save it")
+        raise FileNotFoundError(
+            f"{path} is missing: run `python -m course_utils.experiments.seq2seq` to train and save it"
+        )
     saved = torch.load(path, map_location="cpu", weights_only=True)
     model = Seq2SeqTransformer(**saved["config"])
     model.load_state_dict(saved["state_dict"])

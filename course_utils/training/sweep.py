@@ -1,22 +1,22 @@
-"""Hyperparameter sweeps with the course trainer (chapter 08): ablations, a learning-rate range
-test and an Optuna search, all resumable (``python -m course_utils.cli.sweep`` runs them).
+"""Hyperparameter sweeps with the course trainer, the machinery: ablations, a learning-rate range
+test and an Optuna search, all resumable.  What chapter 08 sweeps (its budgets, ladder, levers,
+method and search space) and the results it writes are ``course_utils.experiments.sweep``'s.
 
 A **budget** fixes what every run of a sweep may spend (training images, epochs) and the
-starting recipe; a **variant** is a named set of recipe changes.  The ablation has two parts:
+recipe it starts from; a **change** is a named set of overrides (``apply_overrides``' dict form)
+and ``variants`` turns lists of changes into the variants of an ablation, in three parts:
 
-- the *ladder*: a bare plain ViT (the lab report's architecture with no augmentation, no
-  regularisation and a constant learning rate) improved one change at a time, each step keeping
-  the previous ones;
+- the *ladder*: changes made one at a time from the budget's recipe, each keeping the previous ones;
 - the *levers*: single changes to the ladder's last step, one at a time;
-- the *method*: the lab report's own ingredients (augmentation and dropout on a plain ViT),
-  then the steps that chapter 08's method takes when the curves say under-fitting.
+- the *method*: changes made one at a time from the budget's recipe again (another path).
 
-Runs select on the validation split and never touch the test set (chapter 07's full run is the
-one test-set evaluation).  Each run trains in ``runs/sweep/<budget>/<variant>/seed<k>/`` with
+Runs select on the validation split and never touch the test set (a full run's one test-set
+evaluation is the trainer's).  Each run trains in ``<root>/<budget>/<variant>/seed<k>/`` with
 the trainer's per-epoch checkpoint, so an interrupted sweep restarted with the same command
 skips finished runs and resumes the interrupted one from its last epoch.  The search keeps its
-trials in an SQLite file beside them and continues up to ``--trials``.
+trials in an SQLite file beside them and continues up to ``trials``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,18 +33,37 @@ from ..references.vit import count_parameters
 from ..results import code_version, machine, read_result, write_result
 from ..runtime import seed_everything
 from . import data as cdata
-from .recipes import EARLIER_CPU_BATCH, RECIPES, Recipe, as_stored, build_model
-from .trainer import Trainer, choose_amp, train
+from .precision import choose_amp
+from .recipes import Recipe, apply_overrides, as_stored, build_model
+from .trainer import Trainer, train
+
+__all__ = [
+    "Budget",
+    "Change",
+    "Param",
+    "Variants",
+    "variants",
+    "ladder_top",
+    "load_budget_data",
+    "adopt",
+    "ablation",
+    "collect",
+    "lr_range_test",
+    "search",
+    "SWEEP_DIR",
+]
 
 SWEEP_DIR = Path("runs/sweep")
 
-# The lab report's model in small: a plain ViT (Conv2d patch embedding, kernel = stride = 4).
-_LAB_VIT = dict(img_size=32, num_classes=10, patch_size=4, dim=128, depth=4, num_heads=4, mlp_dim=256, dropout=0.0)
+# (name, what changes, overrides for apply_overrides)
+Change = tuple[str, str, dict]
+# variant name -> (part: "ladder", "lever" or "method"; what changes; the recipe)
+Variants = dict[str, tuple[str, str, Recipe]]
 
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
-    """What each run of a sweep may spend, and the recipe the ladder starts from."""
+    """What each run of a sweep may spend, and the recipe its changes start from."""
 
     name: str
     base: Recipe
@@ -53,150 +72,106 @@ class Budget:
     @property
     def about(self) -> str:
         """What a run spends, computed from the recipe (never typed by hand)."""
-        images = f"{self.train_images:,} training images" if self.train_images else "the whole training split"
+        images = (
+            f"{self.train_images:,} training images"
+            if self.train_images
+            else "the whole training split"
+        )
         kw = self.base.model_kwargs
-        model = (f"a {count_parameters(build_model(self.base)):,}-parameter plain ViT (patch {kw['patch_size']}, "
-                 f"dim {kw['dim']}, depth {kw['depth']})")
+        model = (
+            f"a {count_parameters(build_model(self.base)):,}-parameter plain ViT (patch {kw['patch_size']}, "
+            f"dim {kw['dim']}, depth {kw['depth']})"
+        )
         return f"{images}, {self.base.epochs} epochs, {model}"
 
 
-BUDGETS: dict[str, Budget] = {
-    # Minutes per run on 2 CPU cores: enough to show over-fitting and each lever's direction.
-    "mini": Budget(
-        "mini",
-        dataclasses.replace(
-            RECIPES["cpu"], name="mini", model_kwargs=_LAB_VIT, epochs=10,
-            batch_size=EARLIER_CPU_BATCH["batch_size"], eval_flip=False, lr=1e-3, weight_decay=0.0,
-            warmup_epochs=0, label_smoothing=0.0, augment=False, schedule="constant"),
-        train_images=10_000),
-    # Few images, many epochs: the lab report's over-fitting, reproduced in minutes.
-    "small-data": Budget(
-        "small-data",
-        dataclasses.replace(
-            RECIPES["cpu"], name="small-data", model_kwargs=_LAB_VIT, epochs=30,
-            batch_size=EARLIER_CPU_BATCH["batch_size"], eval_flip=False, lr=1e-3, weight_decay=0.0,
-            warmup_epochs=0, label_smoothing=0.0, augment=False, schedule="constant"),
-        train_images=2_500),
-    # The chapter-07 budget: the whole training split and the cpu recipe's model width, at the
-    # 22 epochs, batch size, learning rate and single-view evaluation the recipe had when these
-    # runs were made (pinned, so that runs added later stay comparable with the stored ones; the
-    # ablation reads validation only, so the recipe's shifted test views do not apply either).
-    "cpu": Budget(
-        "cpu",
-        dataclasses.replace(
-            RECIPES["cpu"], name="cpu-ablation", model_kwargs={**_LAB_VIT, "dim": 192, "num_heads": 3, "mlp_dim": 384},
-            epochs=22, eval_flip=False, test_shifts=(), **EARLIER_CPU_BATCH,
-            weight_decay=0.0, warmup_epochs=0, label_smoothing=0.0, augment=False, schedule="constant"),
-        train_images=None),
-}
-
 @dataclasses.dataclass(frozen=True)
-class Scale:
-    """An override that multiplies the current value (``{"lr": Scale(2)}``: twice the lr so far)."""
+class Param:
+    """One setting the search draws: Optuna's ``name`` for it, its range, drawn on a log scale or
+    not, and the override it sets (``key``, in ``apply_overrides``' spelling; default: ``name``)."""
 
-    factor: float
-
-
-# (name, what changes, recipe overrides).  ``model_kwargs`` overrides merge into the model's.
-LADDER: list[tuple[str, str, dict]] = [
-    ("baseline", "a bare plain ViT: constant lr, no augmentation or regularisation", {}),
-    ("schedule", "+ 1 epoch linear warmup, then cosine decay", {"schedule": "cosine", "warmup_epochs": 1}),
-    ("augment", "+ random crop (padding 4) and horizontal flip", {"augment": True}),
-    ("smoothing", "+ label smoothing 0.1", {"label_smoothing": 0.1}),
-    ("decay", "+ weight decay 0.05 (AdamW)", {"weight_decay": 0.05}),
-    ("conv_tokenizer", "+ convolutional tokenizer (3x3 convs 32-64-128, pooled to a 4x4 grid) instead of 4x4 patches",
-     {"model_kwargs": {"patch_size": 8, "stem_channels": [32, 64, 128]}}),
-]
-LEVERS: list[tuple[str, str, dict]] = [
-    ("lr_half", "learning rate / 2", {"lr": Scale(0.5)}),
-    ("lr_x2", "learning rate x 2", {"lr": Scale(2)}),
-    # the paper's shape (linear warmup, then 1/sqrt(step)); its peak is rescaled to the recipe's lr,
-    # since the paper's d_model^-0.5 * warmup^-0.5 belongs to its model and batch, not to this one
-    ("noam", "Noam's shape (warmup, then 1/sqrt(step)) at the recipe's peak lr, instead of warmup + cosine",
-     {"schedule": "noam"}),
-    ("mixup_cutmix", "+ MixUp (alpha 0.8) / CutMix (alpha 1.0)", {"mixup_alpha": 0.8, "cutmix_alpha": 1.0}),
-    ("dropout", "dropout 0.1 in attention and MLP", {"model_kwargs": {"dropout": 0.1}}),
-    ("trivial_augment", "+ TrivialAugment", {"policy": "trivial"}),
-    ("batch_256", "batch 256 with the learning rate x 2 (linear scaling)", {"batch_size": 256, "lr": Scale(2)}),
-    ("deep_narrow", "depth 8, dim 96 (fewer parameters, twice the layers)",
-     {"model_kwargs": {"depth": 8, "dim": 96, "num_heads": 4, "mlp_dim": 192}}),
-    ("no_augment", "- random crop and flip (the ladder's top without augmentation)", {"augment": False}),
-    ("lr_range_test", "learning rate / 10: the range test's suggestion (a tenth of the lr at its lowest loss)",
-     {"lr": Scale(0.1)}),
-]
-# The method of chapter 08, section 8.2, as a learner would apply it to the lab report's run.  The
-# report's settings are its Figure 9 (a listing of its code's constants) and the code it links:
-# a plain ViT with 4x4 patches, width 192, 6 layers, 3 heads, MLP ratio 4, dropout 0.2, AdamW at
-# lr 1e-3 with weight decay 1e-3 and batch 128; random crop and flip, then RandomRotation(15) and
-# ColorJitter(0.2, 0.2, 0.2); no gradient clipping; a cosine scheduler that is created but never
-# stepped, so the rate stays constant.  The budget (images, epochs) is the mini one.  Each step keeps
-# the previous ones; the order is the method's answer to the diagnosis "under-fitting": take away
-# the regulariser first, then add inductive bias.  (The schedule, the method's step in between,
-# stays inside the noise at this budget on the ladder, so the demonstration spends no seeds on it.)
-_REPORT_VIT = dict(dim=192, depth=6, num_heads=3, mlp_dim=768, dropout=0.2)
-METHOD: list[tuple[str, str, dict]] = [
-    ("report", "the lab report's configuration (its Figure 9 and code) at the mini budget",
-     {"augment": True, "policy": "report", "weight_decay": 1e-3, "grad_clip": None, "model_kwargs": _REPORT_VIT}),
-    ("report_no_dropout", "- dropout: a regulariser has nothing to do for a model that under-fits",
-     {"model_kwargs": {"dropout": 0.0}}),
-    ("report_conv_tokenizer", "+ convolutional tokenizer (inductive bias: more learned per epoch)",
-     {"model_kwargs": {"patch_size": 8, "stem_channels": [32, 64, 128]}}),
-]
+    name: str
+    low: float
+    high: float
+    log: bool = False
+    key: str | None = None
 
 
-def apply(recipe: Recipe, overrides: dict, name: str) -> Recipe:
-    """``recipe`` with ``overrides``; a ``Scale`` multiplies the current value."""
-    changes: dict = {"name": name}
-    for key, value in overrides.items():
-        if key == "model_kwargs":
-            changes[key] = {**recipe.model_kwargs, **value}
-        elif isinstance(value, Scale):
-            changes[key] = getattr(recipe, key) * value.factor
-        else:
-            changes[key] = value
-    return dataclasses.replace(recipe, **changes)
+def variants(
+    budget: Budget,
+    ladder: list[Change],
+    levers: list[Change] = (),
+    method: list[Change] = (),
+) -> Variants:
+    """Every variant of an ablation, in table order: the ladder's steps (each on top of the previous,
+    from ``budget.base``), the levers (each on the ladder's last step) and the method's steps (each on
+    top of the previous, from ``budget.base``).  Variant ``v``'s recipe is named ``<budget>/<v>``."""
+    out: Variants = {}
 
+    def climb(part: str, changes: list[Change], recipe: Recipe) -> None:
+        for name, about, overrides in changes:
+            recipe = apply_overrides(
+                recipe, overrides, name=f"{budget.name}/{name}"
+            )
+            out[name] = (part, about, recipe)
 
-def variants(budget: Budget) -> dict[str, tuple[str, str, Recipe]]:
-    """Every variant of the ablation: ``name -> (part, description, recipe)``, in table order."""
-    out, recipe = {}, budget.base
-    for name, about, overrides in LADDER:
-        recipe = apply(recipe, overrides, f"{budget.name}/{name}")
-        out[name] = ("ladder", about, recipe)
-    top = recipe
-    for name, about, overrides in LEVERS:
-        out[name] = ("lever", about, apply(top, overrides, f"{budget.name}/{name}"))
-    recipe = budget.base
-    for name, about, overrides in METHOD:
-        recipe = apply(recipe, overrides, f"{budget.name}/{name}")
-        out[name] = ("method", about, recipe)
+    climb("ladder", ladder, budget.base)
+    top = ladder_top(budget, out, ladder)
+    for name, about, overrides in levers:
+        out[name] = (
+            "lever",
+            about,
+            apply_overrides(top, overrides, name=f"{budget.name}/{name}"),
+        )
+    climb("method", method, budget.base)
     return out
+
+
+def ladder_top(
+    budget: Budget, table: Variants, ladder: list[Change]
+) -> Recipe:
+    """The ladder's last step (the budget's recipe when the ladder is empty)."""
+    return table[ladder[-1][0]][2] if ladder else budget.base
 
 
 def load_budget_data(budget: Budget, seed: int = 0) -> cdata.Split:
     """The standard split (5,000 validation images carved from training), training set cut to the budget."""
-    split = cdata.split_validation(cdata.load_cifar10(), val_size=5000, seed=0)
+    split = cdata.split_validation(
+        cdata.load_cifar10(), val_size=5000, seed=0
+    )
     if budget.train_images is None:
         return split
-    idx = torch.randperm(len(split.train_images), generator=torch.Generator().manual_seed(seed))[:budget.train_images]
-    return dataclasses.replace(split, train_images=split.train_images[idx], train_labels=split.train_labels[idx])
-
-
-def describe(name: str, stored: str) -> str:
-    """What a rung, lever or method step changes, in today's words (a stored run keeps the words of
-    the day it ran; the overrides behind a name do not change)."""
-    return next((about for n, about, _ in LADDER + LEVERS + METHOD if n == name), stored)
+    idx = torch.randperm(
+        len(split.train_images),
+        generator=torch.Generator().manual_seed(seed),
+    )[: budget.train_images]
+    return dataclasses.replace(
+        split,
+        train_images=split.train_images[idx],
+        train_labels=split.train_labels[idx],
+    )
 
 
 def _run_record(summary: dict, about: str, part: str) -> dict:
     hist = summary["history"]
     best = max(hist, key=lambda h: h["val_acc"])
-    return {"part": part, "about": about, "best_val_acc": best["val_acc"], "best_epoch": best["epoch"],
-            "final_train_acc": hist[-1]["train_acc"], "final_val_acc": hist[-1]["val_acc"],
-            "min_val_loss": min(h["val_loss"] for h in hist), "final_val_loss": hist[-1]["val_loss"],
-            "train_time_s": summary["train_time_s"], "parameters": summary["parameters"], "amp": summary["amp"],
-            "recipe": summary["recipe"], "history": hist, "adopted_from": summary.get("adopted_from"),
-            "hardware": summary.get("hardware")}
+    return {
+        "part": part,
+        "about": about,
+        "best_val_acc": best["val_acc"],
+        "best_epoch": best["epoch"],
+        "final_train_acc": hist[-1]["train_acc"],
+        "final_val_acc": hist[-1]["val_acc"],
+        "min_val_loss": min(h["val_loss"] for h in hist),
+        "final_val_loss": hist[-1]["val_loss"],
+        "train_time_s": summary["train_time_s"],
+        "parameters": summary["parameters"],
+        "amp": summary["amp"],
+        "recipe": summary["recipe"],
+        "history": hist,
+        "adopted_from": summary.get("adopted_from"),
+        "hardware": summary.get("hardware"),
+    }
 
 
 def adopt(recipe: Recipe, source: Path, run_dir: Path) -> None:
@@ -208,51 +183,86 @@ def adopt(recipe: Recipe, source: Path, run_dir: Path) -> None:
     source = Path(source)
     path = source / "summary.json"
     if not path.exists():
-        raise FileNotFoundError(f"cannot adopt {source}: no summary.json there (is the run finished?)")
+        raise FileNotFoundError(
+            f"cannot adopt {source}: no summary.json there (is the run finished?)"
+        )
     summary = json.loads(path.read_text())
     try:
         theirs = as_stored(summary["recipe"], leave_out=("name",))
     except ValueError as err:
-        raise ValueError(f"cannot adopt {source} as {recipe.name}: {err}") from None
+        raise ValueError(
+            f"cannot adopt {source} as {recipe.name}: {err}"
+        ) from None
     ours = as_stored(recipe, leave_out=("name",))
-    differ = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
-    if differ or summary.get("fast") or summary["epochs_done"] != summary["epochs"]:
-        raise ValueError(f"cannot adopt {source} as {recipe.name}: recipe differs in {differ}"
-                         if differ else f"cannot adopt {source}: a fast-mode or unfinished run")
+    differ = sorted(
+        k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k)
+    )
+    if (
+        differ
+        or summary.get("fast")
+        or summary["epochs_done"] != summary["epochs"]
+    ):
+        raise ValueError(
+            f"cannot adopt {source} as {recipe.name}: recipe differs in {differ}"
+            if differ
+            else f"cannot adopt {source}: a fast-mode or unfinished run"
+        )
     run_dir.mkdir(parents=True, exist_ok=True)
     summary["adopted_from"] = str(source)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
 
 
-def ablation(budget: Budget, seeds: list[int], only: list[str] | None = None, result: str | None = None,
-             log: Callable[[str], None] = print, split: cdata.Split | None = None, root: Path = SWEEP_DIR,
-             adopted: dict[str, Path] | None = None) -> dict:
-    """Run (or resume) every variant x seed; merge all finished runs into ``results/<result>.json``.
+def ablation(
+    budget: Budget,
+    table: Variants,
+    seeds: list[int],
+    only: list[str] | None = None,
+    result: str | None = None,
+    log: Callable[[str], None] = print,
+    split: cdata.Split | None = None,
+    root: Path = SWEEP_DIR,
+    adopted: dict[str, Path] | None = None,
+) -> dict:
+    """Run (or resume) every variant of ``table`` (``variants``) x seed; merge all finished runs
+    into ``results/<result>.json``.
 
     ``split`` replaces the budget's data (tests); runs live under ``root/<budget>/``.
     ``adopted`` maps a variant to a finished run directory with the same recipe (see `adopt`).
     """
     commit = code_version()  # the code that runs, even if the checkout changes before the sweep ends
-    table = variants(budget)
     unknown = (set(only or []) | set(adopted or {})) - set(table)
     if unknown:
-        raise ValueError(f"unknown variants {sorted(unknown)}; choose from {list(table)}")
+        raise ValueError(
+            f"unknown variants {sorted(unknown)}; choose from {list(table)}"
+        )
     root = Path(root) / budget.name
     for name, source in (adopted or {}).items():
         _, _, recipe = table[name]
-        if not (Path(source) / "summary.json").exists() and name in _recorded_runs(budget, result):
-            log(f"== {name}: {source} is not in this checkout; keeping its run recorded in results/{result}.json")
+        if not (
+            Path(source) / "summary.json"
+        ).exists() and name in _recorded_runs(budget, result):
+            log(
+                f"== {name}: {source} is not in this checkout; keeping its run recorded in results/{result}.json"
+            )
             continue
         if not (Path(source) / "summary.json").exists():
-            raise FileNotFoundError(f"cannot adopt {source} as {name}: it holds no finished run (summary.json) and "
-                                    f"no run of {name} is recorded; make the run first (for the cpu budget: "
-                                    "make train-cpu) or leave out --adopt")
-        seed = json.loads((Path(source) / "summary.json").read_text())["recipe"]["seed"]
+            raise FileNotFoundError(
+                f"cannot adopt {source} as {name}: it holds no finished run (summary.json) and "
+                f"no run of {name} is recorded; make the run first (for the cpu budget: "
+                "make train-cpu) or leave out --adopt"
+            )
+        seed = json.loads((Path(source) / "summary.json").read_text())[
+            "recipe"
+        ]["seed"]
         if not (root / name / f"seed{seed}" / "summary.json").exists():
-            adopt(dataclasses.replace(recipe, seed=seed), Path(source), root / name / f"seed{seed}")
+            adopt(
+                dataclasses.replace(recipe, seed=seed),
+                Path(source),
+                root / name / f"seed{seed}",
+            )
             log(f"== {name} (seed {seed}): adopted {source}")
     split = split if split is not None else load_budget_data(budget)
-    for name, (part, about, recipe) in table.items():
+    for name, (_, about, recipe) in table.items():
         if only and name not in only:
             continue
         for seed in seeds:
@@ -260,8 +270,22 @@ def ablation(budget: Budget, seeds: list[int], only: list[str] | None = None, re
             if (run_dir / "summary.json").exists():
                 continue
             log(f"== {name} (seed {seed}): {about}")
-            train(dataclasses.replace(recipe, seed=seed), run_dir, data=split, evaluate_test=False, log=log)
-    return collect(budget, result, log, root=root, dataset=split.source, git_commit=commit)
+            train(
+                dataclasses.replace(recipe, seed=seed),
+                run_dir,
+                data=split,
+                evaluate_test=False,
+                log=log,
+            )
+    return collect(
+        budget,
+        table,
+        result,
+        log,
+        root=root,
+        dataset=split.source,
+        git_commit=commit,
+    )
 
 
 def _recorded_runs(budget: Budget, result: str | None) -> dict:
@@ -278,8 +302,10 @@ def _recorded_runs(budget: Budget, result: str | None) -> dict:
         return {}
     data = stored["data"]
     if data.get("budget") != budget.name:
-        raise ValueError(f"results/{result}.json holds the {data.get('budget')!r} budget, not {budget.name!r}: "
-                         "choose another --result name")
+        raise ValueError(
+            f"results/{result}.json holds the {data.get('budget')!r} budget, not {budget.name!r}: "
+            "choose another --result name"
+        )
     made_on = machine(stored["provenance"].get("hardware", {}))
     for seeds in data["runs"].values():
         for record in seeds.values():
@@ -295,13 +321,26 @@ _TEST_ONLY = ("test_shifts",)
 def _recipe_change(stored: dict, recipe: Recipe) -> list[str]:
     """The fields (training or validation) in which a stored run's recipe differs from ``recipe``."""
     leave_out = ("name", "seed") + _TEST_ONLY
-    theirs, ours = as_stored(stored, leave_out=leave_out), as_stored(recipe, leave_out=leave_out)
-    return sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+    theirs, ours = (
+        as_stored(stored, leave_out=leave_out),
+        as_stored(recipe, leave_out=leave_out),
+    )
+    return sorted(
+        k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k)
+    )
 
 
-def collect(budget: Budget, result: str | None, log: Callable[[str], None] = print, *, root: Path,
-            dataset: str, git_commit: str | None = None) -> dict:
-    """Gather every finished run under ``root`` (any seeds) into one result.
+def collect(
+    budget: Budget,
+    table: Variants,
+    result: str | None,
+    log: Callable[[str], None] = print,
+    *,
+    root: Path,
+    dataset: str,
+    git_commit: str | None = None,
+) -> dict:
+    """Gather every finished run of ``table``'s variants under ``root`` (any seeds) into one result.
 
     Runs already recorded in ``results/<result>.json`` whose run directory is not under ``root``
     (``runs/`` is not committed, so a fresh clone has none) are kept: adding a seed never drops
@@ -310,7 +349,7 @@ def collect(budget: Budget, result: str | None, log: Callable[[str], None] = pri
     recorded = _recorded_runs(budget, result)
     runs: dict = {}
     wall = 0.0
-    for name, (part, about, recipe) in variants(budget).items():
+    for name, (part, about, recipe) in table.items():
         found = {}
         for path in sorted((root / name).glob("seed*/summary.json")):
             summary = json.loads(path.read_text())
@@ -320,28 +359,60 @@ def collect(budget: Budget, result: str | None, log: Callable[[str], None] = pri
                 continue
             differ = _recipe_change(record["recipe"], recipe)
             if differ:  # the variant has been redefined since: its old runs are another variant's
-                log(f"{name} (seed {seed}): dropped from results/{result}.json (the variant's recipe has changed "
-                    f"since, in {differ})")
+                log(
+                    f"{name} (seed {seed}): dropped from results/{result}.json (the variant's recipe has changed "
+                    f"since, in {differ})"
+                )
                 continue
-            found[seed] = {**record, "about": about, "part": part}  # the variant's words as they are now
-            log(f"{name} (seed {seed}): kept from results/{result}.json (no run directory here)")
+            # the variant's words as they are now
+            found[seed] = {
+                **record,
+                "about": about,
+                "part": part,
+            }
+            log(
+                f"{name} (seed {seed}): kept from results/{result}.json (no run directory here)"
+            )
         for seed in sorted(found, key=int):
             runs.setdefault(name, {})[seed] = found[seed]
             wall += found[seed]["train_time_s"]
-    out = {"budget": budget.name, "budget_about": budget.about, "order": list(runs), "runs": runs,
-           "selection": "best validation accuracy over epochs (5,000 images carved from the training set); "
-                        "the test set is not used by the sweep"}
+    out = {
+        "budget": budget.name,
+        "budget_about": budget.about,
+        "order": list(runs),
+        "runs": runs,
+        "selection": "best validation accuracy over epochs (5,000 images carved from the training set); "
+        "the test set is not used by the sweep",
+    }
     for name, seeds in runs.items():
         accs = [r["best_val_acc"] for r in seeds.values()]
-        log(f"{name:16s} val acc " + " ".join(f"{a:.4f}" for a in accs) + f"  ({seeds[next(iter(seeds))]['about']})")
+        log(
+            f"{name:16s} val acc "
+            + " ".join(f"{a:.4f}" for a in accs)
+            + f"  ({seeds[next(iter(seeds))]['about']})"
+        )
     if result and runs:
-        write_result(result, out, dataset=dataset, split="validation (5,000 images carved from the training set)",
-                     wall_time_s=wall, git_commit=git_commit)
+        write_result(
+            result,
+            out,
+            dataset=dataset,
+            split="validation (5,000 images carved from the training set)",
+            wall_time_s=wall,
+            git_commit=git_commit,
+        )
     return out
 
 
-def lr_range_test(recipe: Recipe, split: cdata.Split, *, min_lr: float = 1e-5, max_lr: float = 1.0,
-                  steps: int = 200, seed: int = 0, log: Callable[[str], None] = print) -> dict:
+def lr_range_test(
+    recipe: Recipe,
+    split: cdata.Split,
+    *,
+    min_lr: float = 1e-5,
+    max_lr: float = 1.0,
+    steps: int = 200,
+    seed: int = 0,
+    log: Callable[[str], None] = print,
+) -> dict:
     """Smith's learning-rate range test: raise the lr geometrically each step, record the loss.
 
     Stops early once the smoothed loss exceeds 4x its minimum (the lr is past divergence).
@@ -350,16 +421,29 @@ def lr_range_test(recipe: Recipe, split: cdata.Split, *, min_lr: float = 1e-5, m
     seed_everything(seed)
     model = build_model(recipe)
     model.train()
-    amp = choose_amp(recipe, model, torch.device("cpu"), log)  # bf16 only where this CPU does it natively
-    trainer = Trainer(model, torch.optim.AdamW(model.parameters(), lr=min_lr, weight_decay=recipe.weight_decay),
-                      amp_dtype=amp)
-    loader = cdata.BatchLoader(split.train_images, split.train_labels, recipe.batch_size, shuffle=True,
-                               augment=recipe.augment, drop_last=True, seed=seed)
+    # bf16 only where this CPU does it natively
+    amp = choose_amp(recipe, model, torch.device("cpu"), log)
+    trainer = Trainer(
+        model,
+        torch.optim.AdamW(
+            model.parameters(), lr=min_lr, weight_decay=recipe.weight_decay
+        ),
+        amp_dtype=amp,
+    )
+    loader = cdata.BatchLoader(
+        split.train_images,
+        split.train_labels,
+        recipe.batch_size,
+        shuffle=True,
+        augment=recipe.augment,
+        drop_last=True,
+        seed=seed,
+    )
     factor = (max_lr / min_lr) ** (1 / (steps - 1))
     lrs, losses, smoothed, avg, best = [], [], [], 0.0, math.inf
     batches = iter(())
     for step in range(steps):
-        lr = min_lr * factor ** step
+        lr = min_lr * factor**step
         trainer.set_lr(lr)
         try:
             x, y = next(batches)
@@ -371,94 +455,187 @@ def lr_range_test(recipe: Recipe, split: cdata.Split, *, min_lr: float = 1e-5, m
             loss = F.cross_entropy(model(x).float(), y)
         trainer.step(loss)
         avg = 0.9 * avg + 0.1 * loss.item()
-        smooth = avg / (1 - 0.9 ** (step + 1))  # bias-corrected exponential moving average
+        # bias-corrected exponential moving average
+        smooth = avg / (1 - 0.9 ** (step + 1))
         lrs.append(lr), losses.append(loss.item()), smoothed.append(smooth)
         best = min(best, smooth)
         if step > 10 and (smooth > 4 * best or not math.isfinite(smooth)):
             break
     # A common heuristic: a tenth of the lr at the lowest smoothed loss.
     at_min = lrs[min(range(len(smoothed)), key=smoothed.__getitem__)]
-    return {"lr": lrs, "loss": losses, "smoothed": smoothed, "lr_at_min_loss": at_min, "suggested_lr": at_min / 10}
+    return {
+        "lr": lrs,
+        "loss": losses,
+        "smoothed": smoothed,
+        "lr_at_min_loss": at_min,
+        "suggested_lr": at_min / 10,
+    }
 
 
-def search(budget: Budget, trials: int, result: str | None, seed: int = 0, log: Callable[[str], None] = print,
-           split: cdata.Split | None = None, root: Path = SWEEP_DIR, rerun_seeds: tuple[int, ...] = (1, 2, 3)) -> dict:
-    """Random search with successive-halving pruning (Optuna) over lr, weight decay, label
-    smoothing and dropout, starting from the ladder's last step; resumable (SQLite).
+def search(
+    budget: Budget,
+    start: Recipe,
+    space: list[Param],
+    trials: int,
+    result: str | None,
+    seed: int = 0,
+    log: Callable[[str], None] = print,
+    split: cdata.Split | None = None,
+    root: Path = SWEEP_DIR,
+    rerun_seeds: tuple[int, ...] = (1, 2, 3),
+) -> dict:
+    """Random search with successive-halving pruning (Optuna) over ``space``, each trial ``start``
+    with the drawn settings; resumable (SQLite).
 
     The best completed trial won among many draws, so its accuracy is biased upwards: its
     settings are trained again, to the end, with each of ``rerun_seeds`` (fresh seeds, not the
-    trial's), and those runs are what the result compares with the ladder's top.
+    trial's), and those runs are what the result compares with ``start``.
     """
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     commit = code_version()
-    top = list(variants(budget).values())[len(LADDER) - 1][2]
+    top = start
     # One rung, at a third of the budget (the next, at three times that, would lie beyond the end),
     # and never before one epoch after the warm-up: while the lr still rises, a trial's accuracy
     # says more about how fast its rate rises than about where it will end.  The best third of
     # the trials at that rung go on to the end.
-    first_rung = max(math.ceil(top.warmup_epochs) + 1, math.ceil(top.epochs / 3))
+    first_rung = max(
+        math.ceil(top.warmup_epochs) + 1, math.ceil(top.epochs / 3)
+    )
     split = split if split is not None else load_budget_data(budget)
     root = Path(root) / budget.name / "search"
     root.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():  # heartbeats (which fail trials a killed run left "running") are "experimental"
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        storage = optuna.storages.RDBStorage(f"sqlite:///{root / 'study.db'}", heartbeat_interval=60, grace_period=120)
+        warnings.simplefilter(
+            "ignore", optuna.exceptions.ExperimentalWarning
+        )
+        storage = optuna.storages.RDBStorage(
+            f"sqlite:///{root / 'study.db'}",
+            heartbeat_interval=60,
+            grace_period=120,
+        )
     study = optuna.create_study(
-        study_name=f"{budget.name}-search-r{first_rung}", storage=storage, load_if_exists=True, direction="maximize",
+        study_name=f"{budget.name}-search-r{first_rung}",
+        storage=storage,
+        load_if_exists=True,
+        direction="maximize",
         sampler=optuna.samplers.RandomSampler(seed=seed),
-        pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=first_rung, reduction_factor=3))
+        pruner=optuna.pruners.SuccessiveHalvingPruner(
+            min_resource=first_rung, reduction_factor=3
+        ),
+    )
 
     def recipe_for(params: dict) -> Recipe:
-        return apply(top, {k: v for k, v in params.items() if k != "dropout"}
-                     | {"model_kwargs": {"dropout": params["dropout"]}}, f"{budget.name}/search")
+        return apply_overrides(
+            top,
+            {p.key or p.name: params[p.name] for p in space},
+            name=f"{budget.name}/search",
+        )
 
     def objective(trial: optuna.Trial) -> float:
-        params = {"lr": trial.suggest_float("lr", 2e-4, 5e-3, log=True),
-                  "weight_decay": trial.suggest_float("weight_decay", 1e-3, 0.3, log=True),
-                  "label_smoothing": trial.suggest_float("label_smoothing", 0.0, 0.2),
-                  "dropout": trial.suggest_float("dropout", 0.0, 0.2)}
+        params = {
+            p.name: trial.suggest_float(p.name, p.low, p.high, log=p.log)
+            for p in space
+        }
 
         def report(record: dict) -> None:
             trial.report(record["val_acc"], record["epoch"])
             if trial.should_prune():
                 raise optuna.TrialPruned()
 
-        summary = train(recipe_for(params), root / f"trial{trial.number}", data=split, evaluate_test=False,
-                        on_epoch=report, log=log)
+        summary = train(
+            recipe_for(params),
+            root / f"trial{trial.number}",
+            data=split,
+            evaluate_test=False,
+            on_epoch=report,
+            log=log,
+        )
         return summary["best_val_acc"]
 
-    done = sum(t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED) for t in study.trials)
+    done = sum(
+        t.state
+        in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+        for t in study.trials
+    )
     if trials > done:
         study.optimize(objective, n_trials=trials - done)
-    rows = [{"number": t.number, "state": t.state.name, "params": t.params,
-             "val_acc_by_epoch": {str(k): v for k, v in sorted(t.intermediate_values.items())}, "value": t.value,
-             "seconds": (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete else None}
-            for t in study.trials]
-    finished = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    rows = [
+        {
+            "number": t.number,
+            "state": t.state.name,
+            "params": t.params,
+            "val_acc_by_epoch": {
+                str(k): v for k, v in sorted(t.intermediate_values.items())
+            },
+            "value": t.value,
+            "seconds": (
+                t.datetime_complete - t.datetime_start
+            ).total_seconds()
+            if t.datetime_complete
+            else None,
+        }
+        for t in study.trials
+    ]
+    finished = [
+        t
+        for t in study.trials
+        if t.state == optuna.trial.TrialState.COMPLETE
+    ]
     reruns: dict[str, float] = {}
     rerun_time = 0.0
     if finished:
-        for k in rerun_seeds:  # the winner again, with fresh seeds and no pruning
+        # the winner again, with fresh seeds and no pruning
+        for k in rerun_seeds:
             run_dir = root / f"best_trial{study.best_trial.number}_seed{k}"
             path = run_dir / "summary.json"
             if not path.exists():
-                log(f"== the best trial ({study.best_trial.number}) again, seed {k}")
-                train(dataclasses.replace(recipe_for(study.best_params), seed=k), run_dir, data=split,
-                      evaluate_test=False, log=log)
+                log(
+                    f"== the best trial ({study.best_trial.number}) again, seed {k}"
+                )
+                train(
+                    dataclasses.replace(
+                        recipe_for(study.best_params), seed=k
+                    ),
+                    run_dir,
+                    data=split,
+                    evaluate_test=False,
+                    log=log,
+                )
             summary = json.loads(path.read_text())
             reruns[str(k)] = summary["best_val_acc"]
             rerun_time += summary["train_time_s"]
-    out = {"budget": budget.name, "budget_about": budget.about, "sampler": "random (seeded)",
-           "pruner": f"successive halving (one rung, after epoch {first_rung} of {top.epochs}: a third of the budget "
-                     f"and after the warm-up; the best third go on)", "first_rung": first_rung, "trials": rows,
-           "best": ({"number": study.best_trial.number, "params": study.best_params, "val_acc": study.best_value,
-                     "reruns": reruns} if finished else None),
-           "epochs_spent": sum(len(t.intermediate_values) for t in study.trials),
-           "epochs_without_pruning": len(study.trials) * top.epochs}
+    out = {
+        "budget": budget.name,
+        "budget_about": budget.about,
+        "sampler": "random (seeded)",
+        "pruner": f"successive halving (one rung, after epoch {first_rung} of {top.epochs}: a third of the budget "
+        f"and after the warm-up; the best third go on)",
+        "first_rung": first_rung,
+        "trials": rows,
+        "best": (
+            {
+                "number": study.best_trial.number,
+                "params": study.best_params,
+                "val_acc": study.best_value,
+                "reruns": reruns,
+            }
+            if finished
+            else None
+        ),
+        "epochs_spent": sum(
+            len(t.intermediate_values) for t in study.trials
+        ),
+        "epochs_without_pruning": len(study.trials) * top.epochs,
+    }
     if result:
-        write_result(result, out, dataset=split.source, split="validation (5,000 images carved from the training set)",
-                     wall_time_s=sum(r["seconds"] or 0 for r in rows) + rerun_time, git_commit=commit)
+        write_result(
+            result,
+            out,
+            dataset=split.source,
+            split="validation (5,000 images carved from the training set)",
+            wall_time_s=sum(r["seconds"] or 0 for r in rows) + rerun_time,
+            git_commit=commit,
+        )
     return out

@@ -15,6 +15,7 @@ Each edits the reference solution of one exercise: ``old`` is replaced by ``new`
 exercise's solution cell (``old`` must occur exactly once), or, when ``old`` is None, ``new``
 replaces the whole cell.
 """
+
 from __future__ import annotations
 
 import importlib

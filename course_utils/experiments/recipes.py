@@ -1,0 +1,323 @@
+"""The course's named CIFAR-10 recipes (``RECIPES``), each with a short note (``NOTES``): what it
+is for, what its numbers stand on, its earlier versions, and the results its runs wrote.
+
+    python -m course_utils.experiments.recipes            # every recipe: its note and its fields
+    python -m course_utils.experiments.recipes cpu gpu    # some of them
+
+The mechanism (``Recipe``, its checks, ``apply_overrides``, ``build_model``) is
+``course_utils.training.recipes``; a named recipe changes only here, and a changed recipe is a
+new version: the tables that read stored runs (``experiments.cpu_recipe``, ``experiments.sweep``)
+leave out the runs of another version rather than mix them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+from ..training.data import CLASSES
+from ..training.recipes import Recipe, apply_overrides
+
+__all__ = ["RECIPES", "NOTES", "Note", "CIFAR_VIT", "EARLIER_CPU_BATCH"]
+
+CIFAR_VIT = dict(img_size=32, num_classes=len(CLASSES))
+
+# The cpu recipe's batch size and learning rate before it moved to the smaller batch (the version
+# results/bench_cpu_recipe_batch128.json holds): runs stored with them (cpu_float32's seeds,
+# chapter 08's ablation budgets) keep them, so that they stay the recipes they were made with.
+EARLIER_CPU_BATCH = dict(batch_size=128, lr=2e-3)
+
+
+@dataclasses.dataclass(frozen=True)
+class Note:
+    """What a recipe is for (``purpose``), what its numbers stand on (``basis``), its earlier
+    versions, oldest first (``history``), and the results files its runs write (``results``)."""
+
+    purpose: str
+    basis: str = ""
+    history: tuple[str, ...] = ()
+    results: tuple[str, ...] = ()
+
+
+RECIPES: dict[str, Recipe] = {
+    "cpu": Recipe(
+        name="cpu",
+        model_kwargs=dict(
+            CIFAR_VIT,
+            patch_size=8,
+            dim=192,
+            depth=4,
+            num_heads=3,
+            mlp_dim=384,
+            stem_channels=(32, 64, 128),
+            dropout=0.0,
+        ),
+        epochs=31,
+        batch_size=64,
+        lr=1.4e-3,
+        weight_decay=0.05,
+        warmup_epochs=1,
+        label_smoothing=0.1,
+        grad_clip=1.0,
+        augment=True,
+        policy=None,
+        amp="auto",
+        channels_last=True,
+        eval_flip=True,
+        test_shifts=((1, 0), (-1, 0), (0, 1), (0, -1)),
+    ),
+    "resnet": Recipe(
+        name="resnet",
+        model="resnet",
+        model_kwargs=dict(num_classes=len(CLASSES)),
+        epochs=30,
+        batch_size=128,
+        optimizer="sgd",
+        momentum=0.9,
+        lr=0.1,
+        weight_decay=5e-4,
+        warmup_epochs=0,
+        label_smoothing=0.0,
+        grad_clip=None,
+        augment=True,
+        amp="auto",
+        channels_last=True,
+        eval_flip=True,
+    ),
+    "gpu": Recipe(
+        name="gpu",
+        model_kwargs=dict(
+            CIFAR_VIT,
+            patch_size=4,
+            dim=384,
+            depth=7,
+            num_heads=6,
+            mlp_dim=1152,
+            stem_channels=(96, 192),
+            dropout=0.0,
+        ),
+        epochs=300,
+        batch_size=256,
+        lr=1e-3,
+        weight_decay=0.05,
+        warmup_epochs=10,
+        label_smoothing=0.1,
+        grad_clip=1.0,
+        augment=True,
+        policy="trivial",
+        mixup_alpha=0.8,
+        cutmix_alpha=1.0,
+        amp="auto",
+        compile=True,
+        channels_last=True,
+        eval_batch_size=1000,
+        eval_flip=True,
+    ),
+    "gpu_fast": Recipe(
+        name="gpu_fast",
+        model="cct",
+        model_kwargs=dict(
+            img_size=32,
+            num_classes=len(CLASSES),
+            dim=256,
+            depth=7,
+            num_heads=4,
+            mlp_ratio=2.0,
+            conv_layers=1,
+            drop_path=0.1,
+            attn_dropout=0.1,
+        ),
+        epochs=150,
+        batch_size=512,
+        lr=1.1e-3,
+        weight_decay=0.06,
+        warmup_epochs=5,
+        label_smoothing=0.1,
+        grad_clip=None,
+        augment=True,
+        policy="trivial",
+        mixup_alpha=0.8,
+        cutmix_alpha=1.0,
+        mix_until=0.9,
+        amp="auto",
+        compile=True,
+        channels_last=False,
+        eval_batch_size=1000,
+        eval_flip=True,
+    ),
+    "laptop": Recipe(
+        name="laptop",
+        model_kwargs=dict(
+            CIFAR_VIT,
+            patch_size=4,
+            dim=64,
+            depth=4,
+            num_heads=4,
+            mlp_dim=128,
+            dropout=0.0,
+        ),
+        epochs=10,
+        batch_size=128,
+        lr=2e-3,
+        weight_decay=0.05,
+        warmup_epochs=1,
+        label_smoothing=0.1,
+        grad_clip=1.0,
+        augment=True,
+        amp="auto",
+    ),
+    "smoke": Recipe(
+        name="smoke",
+        model_kwargs=dict(
+            CIFAR_VIT, patch_size=8, dim=32, depth=1, num_heads=2, mlp_dim=64
+        ),
+        epochs=3,
+        batch_size=64,
+        lr=3e-3,
+        warmup_epochs=0.5,
+        amp="none",
+        fast_train=512,
+        fast_eval=256,
+        fast_epochs=3,
+    ),
+}
+RECIPES["cpu_float32"] = apply_overrides(
+    RECIPES["cpu"],
+    dict(amp="none", epochs=23, test_shifts=(), **EARLIER_CPU_BATCH),
+    name="cpu_float32",
+)
+RECIPES["cpu_avx2"] = apply_overrides(
+    RECIPES["cpu_float32"], dict(epochs=14), name="cpu_avx2"
+)
+
+NOTES: dict[str, Note] = {
+    "cpu": Note(
+        purpose="chapter 07's ViT: 2 CPU cores with native bf16 (Intel AMX or AMD avx512_bf16), under half an hour",
+        basis="convolutional only in its tokenizer (Compact Convolutional Transformers' inductive-bias lever: "
+        "three 3x3 conv-BN-ReLU layers with 2x2 pools down to a 4x4 grid of 16 tokens), then a small "
+        "pre-norm ViT with a CLS token; a finer grid (patch 4: 64 tokens) costs more per image, so fewer "
+        "epochs would fit.  Validation averages each image with its mirror; the test averages ten views "
+        "(the image and its one-pixel shifts, each with its mirror), chosen on seed 0's validation images "
+        "(chapter 07, section 7.9).  The epochs leave part of the half hour spare on an idle machine (a "
+        "shared virtual machine runs the same epochs slower at some times: the runs record each epoch's "
+        "time).  torch.compile is off: no faster on such a CPU, in bf16 or float32 "
+        "(results/bench_cpu_precision.json), and compiling costs the first step",
+        history=(
+            "batch 128 at lr 2e-3 (EARLIER_CPU_BATCH; results/bench_cpu_recipe_batch128.json, commit 07e2f93); "
+            "then half the batch with the lr divided by sqrt(2), the usual rule for Adam-type optimisers: "
+            "twice the updates per epoch for a little more time per image on two cores (chapter 07, "
+            "section 7.9, reads the two versions' seeds against each other)",
+        ),
+        results=("ch07_vit_cpu[_seed<s>].json", "bench_cpu_recipe.json"),
+    ),
+    "resnet": Note(
+        purpose="chapter 07's convolutional baseline (ResNet-20) with a ResNet's own recipe",
+        basis="He et al., 2016: SGD with Nesterov momentum 0.9 at lr 0.1, weight decay 5e-4 as in most later "
+        "CIFAR work, no warm-up, no label smoothing; cosine decay, the ViT's augmentation and evaluation, and "
+        "the epochs that fill the cpu recipe's half hour on the same machine",
+        results=(
+            "ch07_resnet_cpu[_seed<s>].json",
+            "bench_resnet_recipe.json",
+        ),
+    ),
+    "gpu": Note(
+        purpose="chapter 08: one GPU, many epochs",
+        basis="a ViT-S-like model (patch 4 on 32x32: 64 tokens) with the DeiT-style recipe (AdamW, warm-up and "
+        "cosine, label smoothing, TrivialAugment, MixUp/CutMix); chapter 08 cites the literature",
+        results=(
+            "ch08_vit_gpu.json",
+            "ch08_vit_gpu_short[_seed<s>].json",
+            "ch08_vit_gpu_cut.json",
+        ),
+    ),
+    "gpu_fast": Note(
+        purpose="chapter 08, question 1: one GPU for ten minutes",
+        basis="CCT-7/3x1 (Hassani et al., 2021: 95.0% on CIFAR-10 at 300 epochs, batch 128) with the paper's "
+        "ingredients (AdamW at weight decay 0.06, label smoothing, MixUp/CutMix, stochastic depth 0.1, "
+        "attention dropout 0.1) made fast: batch 512 with the lr scaled by sqrt(4) from the paper's 5.5e-4, "
+        "TrivialAugment on the GPU in place of AutoAugment, bf16, torch.compile, the data held on the GPU; "
+        "MixUp/CutMix stop for the last tenth.  The epochs fit ten minutes of training on an H100 "
+        "(experiments.gpu_window measures the step and cuts a shorter window's run to fit)",
+        results=("ch08_gpu_fast[_cut][_seed<s>].json",),
+    ),
+    "laptop": Note(
+        purpose="chapter 07's 'train your own ViT': a laptop CPU's few minutes",
+        basis="a plain ViT with 4x4 patches (64 tokens), small enough for a learner's own class; the command "
+        "line's --train-images (or the chapter's own subset) cuts the training split",
+        results=("ch07_vit_laptop.json",),
+    ),
+    "smoke": Note(purpose="seconds on a CPU: tests and fast mode"),
+    "cpu_float32": Note(
+        purpose="the cpu recipe on a CPU without native bf16 (where amp='auto' picks float32)",
+        basis="the same model and ingredients in float32 (channels-last, the faster memory format there by "
+        "benchmarks.cpu_precision), with the epochs that fill the same half hour: set against the ratio of "
+        "float32 to bf16 time per epoch of whole runs on one machine, not the step benchmark's, which times "
+        "the steps alone and not the validation pass and data pipeline an epoch also holds",
+        history=(
+            "its stored seeds were made at EARLIER_CPU_BATCH and tested with the two mirrored views (their "
+            "weights are not kept), so it keeps those until they are run again",
+        ),
+        results=(
+            "ch07_vit_cpu_float32[_seed<s>].json",
+            "bench_cpu_recipe_float32.json",
+        ),
+    ),
+    "cpu_avx2": Note(
+        purpose="cpu_float32 on a CPU whose widest vectors are AVX2 (256 bits, no AVX-512)",
+        basis="its training steps run slower than on the AVX-512 machine cpu_float32's count was set on "
+        "(benchmarks.cpu_precision on each reads the ratio), so fewer epochs fill the half hour; nothing "
+        "else changes, so the two read against each other as one recipe on two CPUs",
+        history=(
+            "12 epochs; then 14 (115 s an epoch on an idle 2-core AVX2 EPYC)",
+        ),
+        results=(
+            "ch07_vit_cpu_avx2[_seed<s>].json",
+            "bench_cpu_recipe_avx2.json",
+            "bench_cpu_precision_avx2.json",
+        ),
+    ),
+}
+
+
+def describe(name: str) -> str:
+    """A recipe's note and its fields, as text."""
+    note, recipe = NOTES[name], RECIPES[name]
+    lines = [f"{name}: {note.purpose}"]
+    if note.basis:
+        lines.append(f"  basis: {note.basis}")
+    lines += [f"  earlier: {h}" for h in note.history]
+    if note.results:
+        lines.append(f"  results/: {', '.join(note.results)}")
+    lines.append(
+        "  "
+        + ", ".join(
+            f"{k}={v!r}" for k, v in recipe.to_dict().items() if k != "name"
+        )
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m course_utils.experiments.recipes",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help=f"recipes to show (default: all of {', '.join(RECIPES)})",
+    )
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.names if n not in RECIPES]
+    if unknown:
+        parser.error(
+            f"no recipe {', '.join(unknown)}; the recipes are {', '.join(RECIPES)}"
+        )
+    print("\n\n".join(describe(name) for name in args.names or RECIPES))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Chapter 07's ViT as the trainer runs it: the reference's modules and parameters, attention fused.
+
+``FastViT`` is ``references.vit.ViT`` with ``FastEncoderBlock`` blocks: the same constructor, the
+same parameters created in the same order (the same seed gives the same weights; a stored
+``ViT`` state dict loads either way), the same outputs up to rounding.  Only the attention
+inside each block is computed differently: one ``(3d, d)`` projection and PyTorch's
+``scaled_dot_product_attention``, without materialising the weights.  ``attention_maps`` still
+reads the weights through the reference's readable path.
+
+Two levers the reference does not have, for chapter 08's ablations (both off by default, and
+then nothing is drawn from the random generator that the reference does not draw):
+``drop_path`` (stochastic depth, section 8.2: each block's two residual branches are dropped per
+sample with a probability rising linearly from 0 at the first block to ``drop_path`` at the
+last) and ``init="pytorch"`` (PyTorch's default initialisation of each layer instead of the
+course's truncated normal, the one a learner gets who writes no initialisation).
+
+Shapes: tokens ``(B, N, dim)``; heads ``(B, H, N, dim / H)``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torchvision.ops import StochasticDepth
+
+from ..references.multihead import (
+    MultiHeadAttention,
+    merge_heads,
+    split_heads,
+)
+from ..references.vit import EncoderBlock, ViT
+
+__all__ = ["FastEncoderBlock", "FastViT"]
+
+
+class FastEncoderBlock(EncoderBlock):
+    """``references.vit.EncoderBlock`` with fused self-attention: ``forward(x (B, N, dim)) -> (B, N, dim)``.
+
+    ``drop_path`` (identity unless ``FastViT`` sets a rate) drops each residual branch per sample.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # no parameters: the state dict is the reference's
+        self.drop_path: nn.Module = nn.Identity()
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.drop_path(
+            self.drop1(fused_self_attention(self.attn, self.norm1(x)))
+        )
+        return x + self.drop_path(self.mlp(self.norm2(x)))
+
+
+class FastViT(ViT):
+    """``references.vit.ViT`` built from ``FastEncoderBlock``: ``forward(images (B, C, H, W)) -> (B, classes)``.
+
+    ``drop_path``: the last block's stochastic-depth rate (0: off); ``init``: ``"course"`` (the
+    reference's truncated normal) or ``"pytorch"`` (each layer's own default).
+    """
+
+    block_type = FastEncoderBlock
+
+    def __init__(
+        self, *args, drop_path: float = 0.0, init: str = "course", **kwargs
+    ):
+        if init not in ("course", "pytorch"):
+            raise ValueError(
+                f"FastViT: init={init!r} is not a choice; choose 'course' or 'pytorch'"
+            )
+        if not 0.0 <= drop_path < 1.0:
+            raise ValueError(
+                f"FastViT: drop_path={drop_path!r} must be in [0, 1)"
+            )
+        self._course_init = init == "course"
+        super().__init__(*args, **kwargs)
+        depth = len(self.blocks)
+        for i, block in enumerate(self.blocks):
+            rate = drop_path * i / max(depth - 1, 1)
+            if rate > 0:
+                block.drop_path = StochasticDepth(rate, mode="row")
+
+    def _init(self) -> None:
+        if self._course_init:
+            super()._init()
+        else:  # PyTorch's defaults for the layers; the two embeddings have none, so small random ones
+            nn.init.normal_(self.pos_embed, std=0.02)
+            nn.init.normal_(self.cls_token, std=0.02)
+
+
+def fused_self_attention(mha: MultiHeadAttention, x: Tensor) -> Tensor:
+    """``mha(x, x, x)[0]`` for ``x (B, N, d)`` without the ``(B, H, N, N)`` weights kept for backward."""
+    # One (3d, d) matmul instead of three (d, d) ones: fewer, larger kernels are faster on a CPU.
+    # Under autocast the weights are cast before they are joined: the copy moves half the bytes,
+    # and F.linear finds them already in the compute dtype.
+    dtype = _compute_dtype(x)
+    weight = torch.cat(
+        [
+            mha.w_q.weight.to(dtype),
+            mha.w_k.weight.to(dtype),
+            mha.w_v.weight.to(dtype),
+        ]
+    )
+    bias = (
+        None
+        if mha.w_q.bias is None
+        else torch.cat([mha.w_q.bias, mha.w_k.bias, mha.w_v.bias]).to(dtype)
+    )
+    q, k, v = (
+        split_heads(t, mha.num_heads)
+        for t in F.linear(x, weight, bias).chunk(3, dim=-1)
+    )
+    p = mha.dropout.p if mha.training else 0.0
+    if (
+        x.device.type == "cpu"
+        and torch.is_grad_enabled()
+        and _low_precision(q)
+    ):
+        # PyTorch's fused CPU kernel has a slow bf16 backward pass for short sequences: there,
+        # two plain matmuls and a softmax train the whole ViT faster.  In float32 the fused
+        # kernel is the faster one (benchmarks/vit_throughput.py measures both paths).  The scale is
+        # applied to the contiguous scores, not to the strided q view (one copy fewer).
+        weights = torch.softmax(
+            (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5, dim=-1
+        )
+        attended = F.dropout(weights, p) @ v
+    else:
+        attended = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+    return mha.w_o(merge_heads(attended))
+
+
+def _compute_dtype(x: Tensor) -> torch.dtype:
+    """The dtype matmuls run in: the autocast dtype when CPU/CUDA autocast is on, else ``x``'s."""
+    device = x.device.type if x.device.type in ("cpu", "cuda") else "cpu"
+    try:
+        if torch.is_autocast_enabled(device):
+            return torch.get_autocast_dtype(device)
+    except (TypeError, AttributeError):  # torch < 2.4: no device argument
+        if device == "cpu" and torch.is_autocast_cpu_enabled():
+            return torch.get_autocast_cpu_dtype()
+        if device == "cuda" and torch.is_autocast_enabled():
+            return torch.get_autocast_gpu_dtype()
+    return x.dtype
+
+
+def _low_precision(t: Tensor) -> bool:
+    """True under CPU autocast or for half-precision tensors."""
+    try:
+        autocast = torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch < 2.4
+        autocast = torch.is_autocast_cpu_enabled()
+    return autocast or t.dtype in (torch.bfloat16, torch.float16)

@@ -1,0 +1,93 @@
+"""The optimiser and learning-rate schedule a recipe asks for.
+
+``make_optimizer(recipe, model)``: AdamW or SGD with Nesterov momentum over ``parameter_groups``
+(no weight decay on norms, biases and what the model's ``no_weight_decay()`` names);
+``lr_factor(schedule, total_steps, warmup_steps)``: the multiplier of the base learning rate at each
+step, for ``Trainer(lr_factor=...)`` (a ``LambdaLR``).  Chapter 07 and 08 plot the schedules with it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from ..references.schedules import noam_lr, warmup_cosine_lr
+from .recipes import Recipe
+
+__all__ = ["lr_factor", "parameter_groups", "make_optimizer"]
+
+
+def lr_factor(
+    schedule: str, total_steps: int, warmup_steps: int
+) -> Callable[[int], float]:
+    """Multiplier of the base ``lr`` at each step (for ``LambdaLR``).
+
+    Every warm-up is linear from 0 at step 0 (chapter 08's ``warmup_cosine_lr``); Noam counts
+    its steps from 1, as the Transformer paper does.
+    """
+    if schedule == "cosine":
+        return lambda step: warmup_cosine_lr(
+            step, total_steps, warmup_steps, 1.0
+        )
+    if schedule == "noam":
+        # Shaped like the Transformer paper's schedule, rescaled so that its peak (at the end of
+        # the warmup) is the recipe's lr: d_model only sets the scale, which lr already does.
+        w = max(warmup_steps, 1)
+        return lambda step: noam_lr(step + 1, 1, w) / noam_lr(w, 1, w)
+    # the same warm-up as warmup_cosine_lr: 0 at step 0, 1 at warmup_steps
+    if schedule == "constant":
+        return lambda step: (
+            min(1.0, step / warmup_steps) if warmup_steps else 1.0
+        )
+    raise ValueError(
+        f"unknown schedule {schedule!r}: choose 'cosine', 'noam' or 'constant'"
+    )
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Decay matrices and conv kernels only; norms, biases and the parameters the model names in
+    ``no_weight_decay()`` (timm's convention: a ViT's CLS token and position embeddings) stay undecayed."""
+    skip = (
+        set(model.no_weight_decay())
+        if hasattr(model, "no_weight_decay")
+        else set()
+    )
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        (no_decay if p.dim() < 2 or name in skip else decay).append(p)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+def make_optimizer(
+    recipe: Recipe, model: nn.Module
+) -> torch.optim.Optimizer:
+    """The recipe's optimiser over ``parameter_groups``: AdamW (the ViT's) or SGD with Nesterov
+    momentum (a ResNet's standard choice, ``recipe.momentum``)."""
+    groups = parameter_groups(model, recipe.weight_decay)
+    # The fused kernels update every tensor in one pass (the same arithmetic), where the default on a
+    # CPU loops over the tensors one by one: fewer, larger operations, which counts where steps are
+    # short (the cpu recipe's small model on 2 cores).
+    fused = all(
+        p.is_floating_point() and p.device.type in ("cpu", "cuda")
+        for p in model.parameters()
+    )
+    if recipe.optimizer == "adamw":
+        return torch.optim.AdamW(groups, lr=recipe.lr, fused=fused or None)
+    if recipe.optimizer == "sgd":
+        return torch.optim.SGD(
+            groups,
+            lr=recipe.lr,
+            momentum=recipe.momentum,
+            nesterov=recipe.momentum > 0,
+            fused=fused or None,
+        )
+    raise ValueError(
+        f"unknown optimizer {recipe.optimizer!r}: choose 'adamw' or 'sgd'"
+    )

@@ -1,0 +1,351 @@
+"""The speed benchmarks (benchmarks/) run end to end at tiny sizes and report every ratio they promise;
+chapter 07's CPU campaigns table their seeds per recipe and machine, and chapter 08's GPU cut plans
+the epochs that fit (course_utils.experiments)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.fixture
+def bench(tmp_path, monkeypatch):
+    """The benchmark module at a tiny size (batch 4, one step, one round), writing into ``tmp_path``."""
+    pytest.importorskip("timm")
+    pytest.importorskip("vit_pytorch")
+    from benchmarks import vit_throughput
+
+    monkeypatch.setattr(vit_throughput, "BATCH", 4)
+    monkeypatch.setattr(vit_throughput, "STEPS", 1)
+    monkeypatch.setattr(vit_throughput, "ROUNDS", 1)
+    monkeypatch.setattr("course_utils.results.RESULTS_DIR", tmp_path)
+    return vit_throughput
+
+
+def test_vit_throughput_benchmark_smoke(bench, tmp_path):
+    # every path, whatever this CPU does natively
+    out = bench.main(force_bf16=True)
+    saved = json.loads((tmp_path / "bench_vit_throughput.json").read_text())[
+        "data"
+    ]
+    params = saved["parameters"]
+    assert params["course"] == params["timm"] == params["course_again"], (
+        "course vs timm: the same parameter set"
+    )
+    assert params["vit-pytorch"] - params["course_no_qkv_bias"] == 480, (
+        "course vs vit-pytorch: like with like"
+    )
+    for label in ("float32", "bf16_autocast"):
+        for key in (
+            "ratio_course_over_timm",
+            "ratio_course_over_vit_pytorch",
+            "ratio_course_with_qkv_bias_over_vit_pytorch",
+        ):
+            assert out[label][key] > 0
+            low, high = out[label][key.replace("ratio_", "range_")]
+            assert low <= out[label][key] <= high, (
+                "the median ratio lies inside its per-round range"
+            )
+        assert set(out[label]["train_img_per_s"]) == {
+            "course",
+            "course_no_qkv_bias",
+            "course_again",
+            "timm",
+            "vit-pytorch",
+        }
+        assert "ratio_control_course_over_course_again" in out[label]
+
+
+def test_vit_throughput_benchmark_skips_bf16_where_it_is_emulated(
+    bench, monkeypatch
+):
+    monkeypatch.setattr(
+        bench, "matmul_gflops", lambda: {"float32": 50.0, "bfloat16": 0.8}
+    )
+    out = bench.main()
+    assert "no native bf16" in out["bf16_autocast"]["skipped"]
+    assert out["float32"]["ratio_course_over_timm"] > 0
+
+
+def _stored_run(
+    recipe, seed: int, accs: list[float], epoch_s: float = 60.0
+) -> dict:
+    """The ``data`` of a results file as the trainer writes it, trimmed to what the table reads."""
+    history = [
+        {"epoch": e + 1, "val_acc": a, "elapsed_s": epoch_s * (e + 1)}
+        for e, a in enumerate(accs)
+    ]
+    return {
+        "recipe": {**recipe.to_dict(), "seed": seed},
+        "history": history,
+        "epochs_done": len(accs),
+        "train_time_s": epoch_s * len(accs),
+        "best_val_acc": max(accs),
+        "test_acc": max(accs) - 0.01,
+        "test_acc_single_view": max(accs) - 0.02,
+        "amp": "bfloat16",
+        "fast": False,
+    }
+
+
+def test_recipe_tables_keep_each_recipe_and_version_apart(
+    tmp_path, monkeypatch
+):
+    """``experiments.cpu_recipe`` tables the ViT's and the ResNet's seeds in separate files, each from its
+    own results only, and leaves out runs of an older version of the recipe."""
+    import dataclasses
+
+    from course_utils.experiments import cpu_recipe
+    from course_utils.experiments.recipes import RECIPES
+    from course_utils.results import write_result
+
+    monkeypatch.setattr("course_utils.results.RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(cpu_recipe, "RESULTS_DIR", tmp_path)
+    resnet, vit = RECIPES["resnet"], RECIPES["cpu"]
+    assert cpu_recipe.result_name(0, "resnet") == "ch07_resnet_cpu"
+    assert cpu_recipe.result_name(2, "resnet") == "ch07_resnet_cpu_seed2"
+    assert cpu_recipe.result_name(1) == "ch07_vit_cpu_seed1"
+    for seed, accs in ((0, [0.70, 0.81, 0.86]), (1, [0.72, 0.79, 0.84])):
+        write_result(
+            cpu_recipe.result_name(seed, "resnet"),
+            _stored_run(resnet, seed, accs),
+            dataset="test",
+            directory=tmp_path,
+        )
+    # another version of the recipe
+    older = dataclasses.replace(resnet, epochs=resnet.epochs + 1)
+    write_result(
+        cpu_recipe.result_name(2, "resnet"),
+        _stored_run(older, 2, [0.9]),
+        dataset="test",
+        directory=tmp_path,
+    )
+    write_result(
+        cpu_recipe.result_name(0),
+        _stored_run(vit, 0, [0.5, 0.6]),
+        dataset="test",
+        directory=tmp_path,
+    )
+
+    table = cpu_recipe.summarize("resnet")
+    (entry,) = table["machines"].values()
+    assert [r["seed"] for r in entry["seeds"]] == [0, 1], (
+        "the older version's seed 2 is left out"
+    )
+    assert [r["time_to_85_s"] for r in entry["seeds"]] == [180.0, None]
+    assert entry["seeds_reaching"] == {"80%": 2, "85%": 1}
+    assert entry["summary"]["test_acc"]["mean"] == pytest.approx(
+        (0.85 + 0.83) / 2
+    )
+    assert table["recipe"]["model"] == "resnet"
+    (vit_entry,) = cpu_recipe.summarize("cpu")["machines"].values()
+    assert [r["best_val_acc"] for r in vit_entry["seeds"]] == [0.6], (
+        "the ViT's table holds the ViT's run only"
+    )
+
+
+def test_cpu_precision_benchmark_reports_each_variant_against_bf16(tmp_path):
+    """``benchmarks.cpu_precision`` times the cpu recipe's model in bf16 and float32 (both memory
+    formats) side by side and writes every ratio it prints."""
+    from benchmarks import cpu_precision
+
+    out = cpu_precision.main(
+        ["--rounds", "2", "--no-compile", "--out-dir", str(tmp_path)]
+    )
+    saved = json.loads((tmp_path / "bench_cpu_precision.json").read_text())[
+        "data"
+    ]
+    assert (
+        set(saved["variants"])
+        == set(cpu_precision.VARIANTS)
+        == set(out["variants"])
+    )
+    assert not any(
+        "first_step_s" in row for row in saved["variants"].values()
+    ), "nothing was compiled"
+    assert saved["variants"]["bf16, channels-last"][
+        "step_time_over_bf16"
+    ] == {"median": 1.0, "min": 1.0, "max": 1.0}
+    for row in saved["variants"].values():
+        r = row["step_time_over_bf16"]
+        assert (
+            row["train_img_per_s"] > 0
+            and r["min"] <= r["median"] <= r["max"]
+        )
+    assert set(saved["native_bf16_flags"]) <= set(
+        cpu_precision.NATIVE_BF16_FLAGS
+    )
+
+
+def test_the_stored_precision_benchmark_holds_the_compiled_variants():
+    """Chapter 07 reads torch.compile's rows from the stored table (its text says what they show),
+    so the table must have been written with them, each against its own precision without compiling."""
+    from benchmarks import cpu_precision
+    from course_utils.results import read_result
+
+    rows = read_result("bench_cpu_precision")["data"]["variants"]
+    assert set(rows) == set(cpu_precision.VARIANTS) | set(
+        cpu_precision.COMPILED
+    ), (
+        "results/bench_cpu_precision.json lacks variants: run python -m benchmarks.cpu_precision (without --no-compile)"
+    )
+    for name in cpu_precision.COMPILED:
+        e = rows[name]["step_time_over_eager"]
+        assert (
+            rows[name]["first_step_s"] > 0
+            and e["min"] <= e["median"] <= e["max"]
+        )
+
+
+def test_the_float32_recipe_is_the_cpu_recipe_with_fewer_float32_epochs(
+    monkeypatch,
+):
+    """``cpu_float32`` trains as ``cpu`` does but for precision and epoch count, so its runs measure the
+    same training on a CPU without native bf16 (its test keeps the two mirrored views its stored seeds
+    were tested with); and the trainer points a float32 CPU running ``cpu`` to it."""
+    import torch
+
+    from course_utils.experiments.recipes import RECIPES
+    from course_utils.training import precision
+
+    cpu, f32 = RECIPES["cpu"].to_dict(), RECIPES["cpu_float32"].to_dict()
+    assert {k for k in cpu if cpu[k] != f32[k]} == {
+        "name",
+        "amp",
+        "epochs",
+        "test_shifts",
+        "batch_size",
+        "lr",
+    }
+    assert f32["test_shifts"] == () and f32["eval_flip"]
+    # what its stored seeds were made with
+    assert (f32["batch_size"], f32["lr"]) == (
+        128,
+        2e-3,
+    )
+    assert f32["amp"] == "none" and 0 < f32["epochs"] < cpu["epochs"]
+
+    logs: list[str] = []
+    model = torch.nn.Linear(1, 1)
+    # emulated bf16
+    monkeypatch.setattr(
+        precision,
+        "_time_steps",
+        lambda m, x, dtype: 2.0 if dtype is not None else 1.0,
+    )
+    assert (
+        precision.choose_amp(
+            RECIPES["cpu"], model, torch.device("cpu"), logs.append
+        )
+        is None
+    )
+    assert any("--recipe cpu_float32" in line for line in logs), logs
+
+
+def test_gpu_recipe_plans_the_epochs_that_fit_and_refuses_too_little_time():
+    from course_utils.experiments import gpu_recipe
+
+    per_epoch = 5.0
+    n = gpu_recipe.plan_epochs(600, per_epoch, 300)
+    # n epochs at the probe's rate (with the safety factor) plus the reserve fit; one more does not
+    assert n * per_epoch * gpu_recipe.SAFETY + gpu_recipe.RESERVE_S <= 600
+    assert (
+        n + 1
+    ) * per_epoch * gpu_recipe.SAFETY + gpu_recipe.RESERVE_S > 600
+    # never more than the full recipe
+    assert gpu_recipe.plan_epochs(10**6, per_epoch, 300) == 300
+    with pytest.raises(ValueError, match="longer --minutes"):
+        gpu_recipe.plan_epochs(
+            gpu_recipe.RESERVE_S + per_epoch, per_epoch, 300
+        )
+
+
+def test_gpu_pipeline_times_every_part_and_the_whole_step(tmp_path):
+    from benchmarks import gpu_pipeline
+
+    out = gpu_pipeline.main(
+        [
+            "--recipe",
+            "smoke",
+            "--rounds",
+            "2",
+            "--window",
+            "3",
+            "--profile",
+            "--out-dir",
+            str(tmp_path),
+        ]
+    )
+    saved = json.loads(
+        (tmp_path / "bench_gpu_pipeline_smoke.json").read_text()
+    )["data"]
+    assert not (tmp_path / "bench_gpu_pipeline.json").exists(), (
+        "only the gpu recipe's bench keeps the bare name"
+    )
+    assert (
+        set(saved["parts"]) == set(gpu_pipeline.PARTS) == set(out["parts"])
+    )
+    assert saved["parts"]["whole"]["share_of_whole"] == 1.0
+    assert all(row["median_s"] > 0 for row in saved["parts"].values())
+    assert saved["whole_images_per_s"] > 0 and saved["device"] == str(
+        out["device"]
+    )
+    # "in a row" is per step: on a CPU (nothing to overlap) about one step alone, not the window's three
+    assert (
+        0.3 < saved["parts"]["in a row"]["share_of_whole"] < 3
+        and saved["window"] == 3
+    )
+    assert saved["in_a_row_images_per_s"] == pytest.approx(
+        saved["batch_size"] / saved["parts"]["in a row"]["median_s"],
+        rel=1e-3,
+    )
+    # the profiled window: per-step wall time, the host's costliest operations; no device share on a CPU
+    prof = saved["profile"]
+    assert (
+        prof["steps"] == 3
+        and prof["wall_ms_per_step"] > 0
+        and prof["device_busy"] is None
+    )
+    assert not prof["device_events_seen"] and 0 < len(prof["top"]) <= 10
+    assert all(
+        op["ms_per_step"] >= 0 and op["calls_per_step"] > 0
+        for op in prof["top"]
+    )
+    assert any(
+        "mm" in op["name"] or "linear" in op["name"] or "conv" in op["name"]
+        for op in prof["top"]
+    )
+
+
+def test_trivial_augment_benchmark_times_the_three_ways(tmp_path):
+    from benchmarks import trivial_augment
+
+    out = trivial_augment.main(
+        [
+            "--device",
+            "cpu",
+            "--batch",
+            "32",
+            "--rounds",
+            "1",
+            "--repeats",
+            "1",
+            "--out-dir",
+            str(tmp_path),
+        ]
+    )
+    saved = json.loads(
+        (tmp_path / "bench_trivial_augment.json").read_text()
+    )["data"]
+    assert saved == json.loads(json.dumps(out))
+    assert set(saved["ms_per_batch"]) == {
+        "torchvision, per image",
+        "torchvision, per group of 16",
+        "course, per image",
+    }
+    assert all(ms > 0 for ms in saved["ms_per_batch"].values())
+    assert (
+        saved["ratio_to_course"]["course, per image"] == 1.0
+        and saved["device"] == "cpu"
+    )
