@@ -925,9 +925,8 @@ class _Sublayer:
     note: str | None = None
     color: str | None = None
     linestyle: str = "-"
-    mask: tuple[int, int, Callable[[int, int], bool]] | None = (
-        None  # rows, cols, blocked(i, j)
-    )
+    # rows, cols, blocked(i, j)
+    mask: tuple[int, int, Callable[[int, int], bool]] | None = None
 
 
 def _sublayer_box(

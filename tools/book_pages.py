@@ -121,9 +121,8 @@ def answer_outputs(nb: nbformat.NotebookNode) -> set[int]:
             found.add(i)
             tainted |= binds
         else:
-            tainted -= (
-                binds  # rebound from the course's own values: clean again
-            )
+            # rebound from the course's own values: clean again
+            tainted -= binds
     return found
 
 

@@ -40,9 +40,8 @@ from ..training.trainer import train
 from .recipes import RECIPES
 
 RESULT = "ch08_vit_gpu_short"
-FULL_RESULT = (
-    "ch08_vit_gpu"  # what make train-gpu writes: the recipe's full epochs
-)
+# what make train-gpu writes: the recipe's full epochs
+FULL_RESULT = "ch08_vit_gpu"
 RESERVE_S = 45  # after the last epoch: the test set's views, the best weights saved, the result written
 SAFETY = 1.08  # epochs run a little slower than the probe's (the validation's share varies)
 

@@ -909,9 +909,8 @@ def forbid_calls(
             continue
         if isinstance(obj, types.FunctionType):
             code_targets[_code_key(obj.__code__)] = label
-        torch_targets[obj] = (
-            label  # torch passes the public function object to modes
-        )
+        # torch passes the public function object to modes
+        torch_targets[obj] = label
 
     seen: list = []
 

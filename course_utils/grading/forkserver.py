@@ -123,9 +123,8 @@ def skip_slow_optional_imports() -> None:
     is installed, only to check the "iri" string format, and which builds a parser on import
     (about 2 s of CPU in each worker and fork server).  jsonschema does without it."""
     if "rfc3987_syntax" not in sys.modules:
-        sys.modules["rfc3987_syntax"] = (
-            None  # `import rfc3987_syntax` now raises ImportError
-        )
+        # `import rfc3987_syntax` now raises ImportError
+        sys.modules["rfc3987_syntax"] = None
 
 
 # ------------------------------------------------------------------ wire format

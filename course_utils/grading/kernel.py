@@ -27,9 +27,8 @@ import os
 import sys
 from pathlib import Path
 
-MEM_LIMIT_ENV = (
-    "COURSE_KERNEL_MEM_LIMIT"  # bytes, set in the kernel spec's env
-)
+# bytes, set in the kernel spec's env
+MEM_LIMIT_ENV = "COURSE_KERNEL_MEM_LIMIT"
 # The grading kernel's hooks (course_utils/grading/cell_hooks.py: graded test cells in their own
 # namespace; after a failed cell, let go of what its frames held): an option for IPKernelApp, whose exec_lines run in the notebook's namespace at start-up and leave
 # no name there.

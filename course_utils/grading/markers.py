@@ -48,9 +48,8 @@ _HIDDEN_WITH_INDENT = re.compile(
 _SOLUTION_MARKER = re.compile(
     r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M
 )
-SKIP_WHILE_GRADING = (
-    "skip-while-grading"  # a cell tag: see the module docstring
-)
+# a cell tag: see the module docstring
+SKIP_WHILE_GRADING = "skip-while-grading"
 _SOLUTION_BLOCK = re.compile(
     r"^([ \t]*)### BEGIN SOLUTION[ \t]*\n.*?^[ \t]*### END SOLUTION[ \t]*$",
     re.M | re.S,

@@ -67,8 +67,7 @@ def pristine() -> Pristine:
         submodule_search_locations=[str(_PACKAGE_DIR)],
     )
     package = importlib.util.module_from_spec(spec)
-    sys.modules[name] = (
-        package  # relative imports inside the copy resolve to the copy
-    )
+    # relative imports inside the copy resolve to the copy
+    sys.modules[name] = package
     spec.loader.exec_module(package)
     return Pristine(package)

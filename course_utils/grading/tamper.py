@@ -91,9 +91,8 @@ class _Scanner(ast.NodeVisitor):
     def __init__(self):
         self.aliases: dict[str, str] = {"__builtins__": "builtins"}
         self.reasons: list[str] = []
-        self.depth = (
-            0  # inside a function or class: a local name, not the notebook's
-        )
+        # inside a function or class: a local name, not the notebook's
+        self.depth = 0
 
     # names bound by imports: `import torch as t`, `from torch import Tensor`
     def visit_Import(self, node: ast.Import):

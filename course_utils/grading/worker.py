@@ -37,9 +37,8 @@ from .reasons import failure_reason, graded_reasons, kernel_never_started
 from .status import FAILED, GRADED, log_name, logs_folder
 from .watchdog import Watchdog
 
-PROGRAM = (
-    f"{__package__}.worker"  # run with -m: relative imports need the package
-)
+# run with -m: relative imports need the package
+PROGRAM = f"{__package__}.worker"
 
 
 def command(
@@ -103,9 +102,8 @@ def serve(
         from .sandbox import Sandbox
 
         box = Sandbox()
-        os.environ[SANDBOX_ENV] = (
-            "1"  # no launcher falls back to a kernel outside the sandbox
-        )
+        # no launcher falls back to a kernel outside the sandbox
+        os.environ[SANDBOX_ENV] = "1"
     zygote = None
     if fork_server or sandboxed:
         # short: a socket path has ~100 bytes

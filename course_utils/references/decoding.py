@@ -245,9 +245,8 @@ def beam_search_scored(
                 f"beam_search: beam_size={k} exceeds the vocabulary size {vocab}"
             )
         finished = torch.full_like(logp, float("-inf"))
-        finished[:, pad_id] = (
-            0.0  # a finished hypothesis may only grow padding, for free
-        )
+        # a finished hypothesis may only grow padding, for free
+        finished[:, pad_id] = 0.0
         logp = torch.where(done[:, None], finished, logp)
         candidates = (scores.reshape(-1, 1) + logp).reshape(batch, k * vocab)
         # (B, k), best first

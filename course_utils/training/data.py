@@ -22,7 +22,7 @@ import hashlib
 import tarfile
 import warnings
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Literal, get_args
 
 import torch
 from torch import Tensor
@@ -546,7 +546,8 @@ class BatchLoader:
 
 
 # The augmentation policies a recipe or loader may name (besides None): see ``_policy``.
-POLICIES = ("trivial", "report", "randaugment", "autoaugment")
+PolicyName = Literal["trivial", "report", "randaugment", "autoaugment"]
+POLICIES: tuple[str, ...] = get_args(PolicyName)
 
 
 def _policy(name: str | None):

@@ -14,14 +14,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, TypeVar
+from typing import (
+    Any,
+    Literal,
+    TypeVar,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from torch import nn
 
 from ..models.compact import CompactTransformer
 from ..models.resnet import cifar_resnet
 from ..models.vit_fast import FastViT
-from .data import CLASSES, POLICIES
+from .data import CLASSES, PolicyName
 
 __all__ = [
     "Recipe",
@@ -34,39 +41,53 @@ __all__ = [
 
 T = TypeVar("T")
 
+# The fields that name one of a fixed set of choices: their types say which (``CHOICES`` is read
+# from them), and ``Recipe`` checks them when it is made or replaced.
+ModelName = Literal["vit", "cct", "resnet"]
+OptimizerName = Literal["adamw", "sgd"]
+ScheduleName = Literal["cosine", "noam", "constant"]
+AmpName = Literal["auto", "bf16", "fp16", "none"]
+CompileMode = Literal[
+    "default",
+    "reduce-overhead",
+    "max-autotune",
+    "max-autotune-no-cudagraphs",
+]
+
 
 @dataclasses.dataclass
 class Recipe:
     """Everything that defines a training run (saved in the checkpoint; resume must match)."""
 
     name: str
-    model: str = "vit"  # "vit", "cct" (models.compact) or "resnet" (ResNet-20, models.resnet)
+    model: ModelName = "vit"  # "vit", "cct" (models.compact) or "resnet" (ResNet-20, models.resnet)
     model_kwargs: dict = dataclasses.field(default_factory=dict)
     epochs: int = 10
     batch_size: int = 128
-    optimizer: str = "adamw"  # "adamw" or "sgd" (Nesterov momentum)
+    optimizer: OptimizerName = (
+        "adamw"  # "adamw" or "sgd" (Nesterov momentum)
+    )
     momentum: float = 0.9  # sgd only
     lr: float = 1e-3
     weight_decay: float = 0.05
     warmup_epochs: float = 1.0
-    schedule: str = "cosine"  # "cosine" (warmup + cosine), "noam" (warmup + 1/sqrt(step)) or "constant"
+    schedule: ScheduleName = "cosine"  # "cosine" (warmup + cosine), "noam" (warmup + 1/sqrt(step)) or "constant"
     label_smoothing: float = 0.1
     grad_clip: float | None = 1.0
     augment: bool = True
-    policy: str | None = (
-        None  # "trivial", "randaugment", "autoaugment" or None
-    )
+    # "trivial", "randaugment", "autoaugment" or None
+    policy: PolicyName | None = None
     mixup_alpha: float = 0.0
     cutmix_alpha: float = 0.0
     # MixUp/CutMix stop after this fraction of the epochs: the last epochs fit the real images
     # (the regulariser has done its work by then, and the test images are not mixed)
     mix_until: float = 1.0
-    amp: str = "auto"  # "auto", "bf16", "fp16" or "none"
+    amp: AmpName = "auto"  # "auto", "bf16", "fp16" or "none"
     compile: bool = False
     # torch.compile's mode when compile is on: None for its default; "reduce-overhead" also replays
     # the compiled steps as CUDA graphs (one launch for many kernels, for steps the host cannot
     # launch fast enough), "max-autotune" also searches matmul and conv kernels
-    compile_mode: str | None = None
+    compile_mode: CompileMode | None = None
     channels_last: bool = False
     val_size: int = 5000
     seed: int = 0
@@ -104,21 +125,23 @@ class Recipe:
         return dataclasses.asdict(self)
 
 
-# The fields that name one of a fixed set of choices (the trainer, the data and build_model read them).
-CHOICES: dict[str, tuple] = {
-    "model": ("vit", "cct", "resnet"),
-    "optimizer": ("adamw", "sgd"),
-    "schedule": ("cosine", "noam", "constant"),
-    "policy": (None,) + POLICIES,
-    "amp": ("auto", "bf16", "fp16", "none"),
-    "compile_mode": (
-        None,
-        "default",
-        "reduce-overhead",
-        "max-autotune",
-        "max-autotune-no-cudagraphs",
-    ),
-}
+def _choices() -> dict[str, tuple]:
+    """``{field: its allowed values}`` for every ``Literal``-typed field of ``Recipe`` (None first
+    where the field is optional)."""
+    found = {}
+    for field, hint in get_type_hints(Recipe).items():
+        parts = (
+            get_args(hint) if get_origin(hint) is not Literal else (hint,)
+        )
+        literal = [p for p in parts if get_origin(p) is Literal]
+        if literal:
+            none = (None,) if type(None) in parts else ()
+            found[field] = none + get_args(literal[0])
+    return found
+
+
+# The fields that name a choice, and their values (the trainer, the data and build_model read them).
+CHOICES: dict[str, tuple] = _choices()
 
 
 def as_stored(

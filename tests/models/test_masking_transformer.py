@@ -496,9 +496,8 @@ def _random_model(seed=0):
         13, 13, d_model=32, num_heads=4, d_ff=64
     ).eval()
     with torch.no_grad():
-        model.out.bias[EOS] += (
-            2.5  # make EOS likely, so sequences end at different steps
-        )
+        # make EOS likely, so sequences end at different steps
+        model.out.bias[EOS] += 2.5
     return model
 
 

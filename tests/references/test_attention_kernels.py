@@ -166,9 +166,8 @@ def test_scaled_attention_matches_pytorch(
             "2d": (m, n),
         }[mask_kind]
         mask = torch.rand(mshape, generator=g) < 0.7
-        mask[..., 0] = (
-            True  # PyTorch's older kernels give NaN for empty rows: tested separately
-        )
+        # PyTorch's older kernels give NaN for empty rows: tested separately
+        mask[..., 0] = True
     out, weights = attention.scaled_dot_product_attention(q, k, v, mask)
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     torch.testing.assert_close(out, expected, **_tol(dtype))

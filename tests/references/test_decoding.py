@@ -42,9 +42,8 @@ def _random_model(
         .eval()
     )
     with torch.no_grad():
-        model.out.bias[EOS] += (
-            eos_bias  # EOS more likely: sequences end at different steps
-        )
+        # EOS more likely: sequences end at different steps
+        model.out.bias[EOS] += eos_bias
     return model
 
 
