@@ -50,7 +50,7 @@ from course_utils.training import data as cdata
 from course_utils.training.optim import lr_factor, make_optimizer
 from course_utils.training.precision import choose_amp
 from course_utils.training.recipes import build_model
-from course_utils.training.trainer import Trainer, _mixer
+from course_utils.training.trainer import Trainer, mixer
 
 PARTS = ("batch", "batch, no policy", "mix", "step", "whole", "in a row")
 
@@ -212,9 +212,7 @@ def main(argv: list[str] | None = None) -> dict:
         amp_dtype=choose_amp(recipe, model, device, print),
         net=net,
     )
-    mix = _mixer(
-        recipe, len(cdata.CLASSES), torch.Generator().manual_seed(1)
-    )
+    mix = mixer(recipe, len(cdata.CLASSES), torch.Generator().manual_seed(1))
     fixed_x, fixed_y = next(batches[recipe.policy])
     fixed_x, fixed_target = mix(fixed_x, fixed_y)
 

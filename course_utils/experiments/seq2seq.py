@@ -38,10 +38,10 @@ from ..training.seq2seq_task import (
     HeldOut,
     TrainConfig,
     decode,
-    evaluate,
+    evaluate_decoding,
     make_heldout,
     to_text,
-    train,
+    train_seq2seq,
 )
 
 __all__ = ["RESULT", "run", "main"]
@@ -99,12 +99,12 @@ def run(
         cfg.val_size, task, seed=20_000 + cfg.seed, exclude=test.keys
     )
     exclude = torch.cat([test.keys, val.keys])
-    model, history = train(cfg, log=log, val=val, exclude=exclude)
+    model, history = train_seq2seq(cfg, log=log, val=val, exclude=exclude)
 
     tick = time.perf_counter()
     test_results: dict[str, Any] = {"size": len(test)}
-    greedy_acc, greedy_hit, _ = evaluate(model, test, "greedy")
-    beam_acc, beam_hit, _ = evaluate(
+    greedy_acc, greedy_hit, _ = evaluate_decoding(model, test, "greedy")
+    beam_acc, beam_hit, _ = evaluate_decoding(
         model, test, "beam", beam_size=cfg.beam_size
     )
     test_results["greedy"] = {"exact_match": greedy_acc}
@@ -116,7 +116,7 @@ def run(
     test_results["sampling"] = []
     for temp in cfg.temperatures:
         generator = torch.Generator().manual_seed(cfg.seed + 2)
-        acc, hit, outputs = evaluate(
+        acc, hit, outputs = evaluate_decoding(
             model, test, "sample", temperature=temp, generator=generator
         )
         # the first few mistakes, in test-set order

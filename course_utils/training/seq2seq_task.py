@@ -51,13 +51,13 @@ __all__ = [
     "make_batch",
     "HeldOut",
     "make_heldout",
-    "build_model",
+    "build_seq2seq",
     "exact_match",
     "greedy_exact_match",
     "Evaluation",
     "decode",
-    "evaluate",
-    "train",
+    "evaluate_decoding",
+    "train_seq2seq",
     "load_trained_model",
     "MODEL_FILE",
 ]
@@ -253,7 +253,7 @@ class TrainConfig:
         return TaskConfig(self.task, self.min_len, self.max_len)
 
 
-def build_model(cfg: TrainConfig) -> Seq2SeqTransformer:
+def build_seq2seq(cfg: TrainConfig) -> Seq2SeqTransformer:
     return Seq2SeqTransformer(
         VOCAB_SIZE,
         VOCAB_SIZE,
@@ -309,7 +309,7 @@ def decode(
 
 
 class Evaluation(NamedTuple):
-    """What ``evaluate`` measures: the exact-match ``accuracy``, the outcome per sequence
+    """What ``evaluate_decoding`` measures: the exact-match ``accuracy``, the outcome per sequence
     ``hits (N,)`` (bool) and the decoded sequences ``outputs (N, W)``, padded with ``PAD``."""
 
     accuracy: float
@@ -318,7 +318,7 @@ class Evaluation(NamedTuple):
 
 
 @torch.no_grad()
-def evaluate(
+def evaluate_decoding(
     model,
     data: HeldOut,
     method: str = "greedy",
@@ -359,7 +359,7 @@ def greedy_exact_match(
     Greedy decoding outputs a target exactly if and only if, fed the target's own prefix, the model
     ranks the target's next token first at every position up to ``EOS``: while that holds, each
     step's prefix is the target's; where it first fails, the greedy output leaves the target.  So
-    one forward pass over the targets gives the hits that ``evaluate(model, data, "greedy")``
+    one forward pass over the targets gives the hits that ``evaluate_decoding(model, data, "greedy")``
     decodes step by step (up to rounding in a near tie between two tokens).
     """
     was_training = model.training
@@ -379,7 +379,7 @@ def greedy_exact_match(
     return torch.cat(hits)
 
 
-def train(
+def train_seq2seq(
     cfg: TrainConfig,
     *,
     log: Callable[[str], None] | None = print,
@@ -395,7 +395,7 @@ def train(
     """
     torch.manual_seed(cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed + 1)
-    model = build_model(cfg)
+    model = build_seq2seq(cfg)
     optimizer = torch.optim.Adam(
         model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9
     )

@@ -12,7 +12,7 @@ sequence task and the sweeps' range test train through ``step``; ``train`` below
 What ``train`` puts together lives beside it: ``optim`` (AdamW or SGD, the warm-up schedules),
 ``precision`` (``amp="auto"`` measures bf16 against float32 on the CPU), ``evaluation`` (mirrored and
 shifted views at test time), ``checkpoint`` (what a resume needs, the history files, the result
-file) and ``data``.  Here: the MixUp/CutMix and label-smoothing targets (``_mixer``, the one place a
+file) and ``data``.  Here: the MixUp/CutMix and label-smoothing targets (``mixer``, the one place a
 training target is built), the epoch loop, DistributedDataParallel under torchrun, optional
 ``torch.compile``, and automatic resume (restart the same command and it continues; a killed run
 loses at most one epoch).
@@ -126,7 +126,7 @@ class Trainer:
     ) -> dict:
         """One pass of a classifier over ``batches`` of ``(x (B, ...), y (B,))``.
 
-        ``mix(x, y) -> (x, target (B, classes))`` makes the (soft) targets: ``train``'s ``_mixer``
+        ``mix(x, y) -> (x, target (B, classes))`` makes the (soft) targets: ``train``'s ``mixer``
         (MixUp/CutMix, label smoothing).  Returns the mean loss, the accuracy against ``y``, the
         number of examples and the seconds it took.
         """
@@ -203,7 +203,7 @@ class Trainer:
 
 
 # ------------------------------------------------------------------ the targets
-def _mixer(
+def mixer(
     recipe: Recipe, num_classes: int, generator: torch.Generator
 ) -> Mix:
     """``mix(x (B, 3, H, W), y (B,)) -> (x, target (B, num_classes))``: one-hot targets, mixed with
@@ -518,8 +518,8 @@ def _fit(
     within ``stop_after_s``."""
     recipe, epochs = run.recipe, run.epochs
     num_classes = len(cdata.CLASSES)
-    mix = _mixer(recipe, num_classes, run.mix_gen)
-    smooth_only = _mixer(
+    mix = mixer(recipe, num_classes, run.mix_gen)
+    smooth_only = mixer(
         dataclasses.replace(recipe, mixup_alpha=0.0, cutmix_alpha=0.0),
         num_classes,
         run.mix_gen,

@@ -357,7 +357,7 @@ def test_greedy_exact_match_from_one_pass_equals_step_by_step_greedy_decoding(
         for p in model.parameters():
             p.add_(noise * torch.randn(p.shape, generator=g))
     data = seq2seq_task.make_heldout(200, seq2seq_task.TaskConfig(), seed=17)
-    decoded = seq2seq_task.evaluate(model, data, "greedy").hits
+    decoded = seq2seq_task.evaluate_decoding(model, data, "greedy").hits
     one_pass = seq2seq_task.greedy_exact_match(model, data, batch_size=80)
     assert torch.equal(one_pass, decoded)
     if noise:

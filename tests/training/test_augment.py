@@ -334,7 +334,7 @@ def _gpu_recipe_step(device: torch.device, check) -> None:
     from course_utils.experiments.recipes import RECIPES
     from course_utils.training.optim import lr_factor, make_optimizer
     from course_utils.training.recipes import build_model
-    from course_utils.training.trainer import Trainer, _mixer
+    from course_utils.training.trainer import Trainer, mixer
 
     recipe = RECIPES["gpu"]
     data = cdata.synthetic_cifar(n_train=1024, n_test=1)
@@ -359,7 +359,7 @@ def _gpu_recipe_step(device: torch.device, check) -> None:
         grad_clip=recipe.grad_clip,
         amp_dtype=torch.bfloat16 if device.type == "cuda" else None,
     )
-    mix = _mixer(recipe, 10, torch.Generator().manual_seed(1))
+    mix = mixer(recipe, 10, torch.Generator().manual_seed(1))
     # the epoch's order moves to the device once, here
     batches = iter(loader)
     x, y = next(batches)
