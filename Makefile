@@ -28,7 +28,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help venv book serve test lab execute release class-edition collect autograde feedback grades clean \
 	score-functions layer-comparison position-extrapolation seq2seq train-laptop train-cpu train-cpu-float32 \
-	train-cpu-avx2 train-resnet sweep sweep-cpu noise-rule train-gpu train-gpu-short gpu-window gpu-window-prep \
+	train-cpu-avx2 train-resnet sweep sweep-cpu noise-rule train-gpu train-gpu-short gpu-window gpu-window-prep jpeg-cost \
 	bench bench-cpu-precision bench-cpu-precision-avx2 gpu-check notebook-times
 
 help: ## this list: every target's `## ` note, then every variable's `#> ` note with its default
@@ -153,6 +153,9 @@ train-gpu-short: $(STAMP) ## results/ch08_vit_gpu_short.json: the gpu recipe cut
 
 gpu-window: ## [OUT=dir]: on a GPU lent for minutes (its own python3): results/ch08_gpu_fast*.json, copied to OUT
 	$(GPU_PY) -m course_utils.experiments.gpu_window --minutes $(WINDOW_MINUTES) $(if $(OUT),--out-dir $(OUT))
+
+jpeg-cost: $(STAMP) ## results/ch08_jpeg_cost.json: a finished gpu-window run's weights (runs/gpu_fast/best_model.pt) on the test images and on them JPEG-encoded once more
+	$(EXP).jpeg_cost
 
 gpu-window-prep: $(STAMP) ## here, on a clean commit, before gpu-window: .data/ and .code-stamp.json to carry along
 	mkdir -p .data

@@ -25,6 +25,11 @@ a clean commit: ``make gpu-window-prep`` (the data copy in ``.data/`` and ``.cod
 both ignored by git, to carry along: the stamp lets the results name the commit even where the
 copy's git metadata is older); there: ``COURSE_CIFAR10=$PWD/.data/cifar10-jpeg.tar.gz make
 gpu-window OUT=<folder brought back>``.
+
+Each window runs the next seed of the recipe (``next_seed``): a run an earlier window stopped,
+when its folder under ``runs/`` travels along (copy the brought-back ``runs/<name>`` into
+``runs/`` here and carry it too), else the first of seeds 0, 1, 2 without a finished result in
+``results/``.  ``--seed`` picks one.
 """
 
 from __future__ import annotations
@@ -182,6 +187,28 @@ def plan(
     )
 
 
+def next_seed(recipe: str, runs: Path, results: Path, seeds: int = 3) -> int:
+    """The seed a window should run: an earlier window's unfinished run first (``runs/<recipe>[_cut]
+    [_seed<s>]/checkpoint.pt`` with no ``summary.json``), else the first of ``seeds`` with no finished
+    result (``results/ch08_<recipe>[_seed<s>].json``; a cut run's ``_cut`` file does not count),
+    else the last one (its run repeated)."""
+    parts = {s: "" if s == 0 else f"_seed{s}" for s in range(seeds)}
+    for s, part in parts.items():
+        for name in (f"{recipe}{part}", f"{recipe}_cut{part}"):
+            if (runs / name / "checkpoint.pt").exists() and not (
+                runs / name / "summary.json"
+            ).exists():
+                return s
+    return next(
+        (
+            s
+            for s, part in parts.items()
+            if not (results / f"ch08_{recipe}{part}.json").exists()
+        ),
+        seeds - 1,
+    )
+
+
 def time_to(history: list[dict], accuracy: float) -> float | None:
     """Seconds of training until validation accuracy first reached ``accuracy`` (None: never)."""
     return next(
@@ -204,7 +231,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--recipe", default="gpu_fast", choices=sorted(RECIPES)
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="default: the next one (an unfinished run's, else the first of 0, 1, 2 "
+        "without a finished result)",
+    )
     parser.add_argument(
         "--device",
         default=None,
@@ -229,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
         help="copy the result, history, curve (and checkpoint) here",
     )
     args = parser.parse_args(argv)
+    if args.seed is None:
+        args.seed = next_seed(args.recipe, Path("runs"), RESULTS_DIR)
+        print(f"[window] seed {args.seed}", flush=True)
     start = time.time()
     deadline = start + 60 * args.minutes
     device = torch.device(args.device or "cuda")

@@ -118,7 +118,8 @@ def _from_torchvision(root: Path, download: bool) -> ImageData:
     )
 
 
-def _decode(blobs: list[bytes]) -> Tensor:
+def decode_jpegs(blobs: list[bytes]) -> Tensor:
+    """JPEG files' bytes -> uint8 RGB images ``(N, 3, H, W)`` (torchvision's decoder)."""
     from torchvision.io import ImageReadMode, decode_jpeg
 
     data = [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in blobs]
@@ -181,7 +182,7 @@ def _assemble(found: dict) -> ImageData:
             ):
                 blobs.append(read())
                 labels.append(label)
-        tensors[split] = (_decode(blobs), torch.tensor(labels))
+        tensors[split] = (decode_jpegs(blobs), torch.tensor(labels))
     return ImageData(
         *tensors["train"], *tensors["test"], source="CIFAR-10, JPEG copy"
     )
@@ -226,6 +227,18 @@ def _candidates() -> list[Path]:
             checkout.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"
         )
     return places
+
+
+def jpeg_archive() -> Path | None:
+    """The JPEG copy's ``.tar.gz`` where ``load_cifar10`` would find it, or None."""
+    return next(
+        (
+            p
+            for p in _candidates()
+            if p.is_file() and p.name.endswith((".tar.gz", ".tgz"))
+        ),
+        None,
+    )
 
 
 def _load_path(path: Path, download: bool) -> ImageData | None:

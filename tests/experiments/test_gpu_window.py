@@ -200,6 +200,8 @@ def test_the_window_runs_end_to_end_on_a_stand_in_device(tmp_path):
             "--fast",
             "--bench-steps",
             "1",
+            "--seed",
+            "0",
             "--out-dir",
             str(out),
             "--set",
@@ -230,6 +232,36 @@ def test_the_window_runs_end_to_end_on_a_stand_in_device(tmp_path):
     assert (out / "runs" / "gpu_fast_cut" / "history.json").exists()
     assert not (out / "runs" / "gpu_fast_cut" / "checkpoint.pt").exists(), (
         "a finished run needs no checkpoint"
+    )
+
+
+def test_each_window_runs_the_next_seed_and_resumes_an_unfinished_one_first(
+    tmp_path,
+):
+    from course_utils.experiments.gpu_window import next_seed
+
+    runs, res = tmp_path / "runs", tmp_path / "results"
+    runs.mkdir()
+    res.mkdir()
+    assert next_seed("gpu_fast", runs, res) == 0
+    (res / "ch08_gpu_fast_cut.json").write_text("{}")
+    assert next_seed("gpu_fast", runs, res) == 0, (
+        "a cut run is not the recipe's run: seed 0 is still to do"
+    )
+    (res / "ch08_gpu_fast.json").write_text("{}")
+    assert next_seed("gpu_fast", runs, res) == 1
+    (res / "ch08_gpu_fast_seed1.json").write_text("{}")
+    assert next_seed("gpu_fast", runs, res) == 2
+    stopped = runs / "gpu_fast_cut_seed1"
+    stopped.mkdir()
+    (stopped / "checkpoint.pt").write_bytes(b"")
+    assert next_seed("gpu_fast", runs, res) == 1, (
+        "a run an earlier window stopped goes on first"
+    )
+    (stopped / "summary.json").write_text("{}")
+    (res / "ch08_gpu_fast_seed2.json").write_text("{}")
+    assert next_seed("gpu_fast", runs, res) == 2, (
+        "every seed done: the last one again"
     )
 
 
