@@ -28,7 +28,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help venv book serve test lab execute release class-edition collect autograde feedback grades clean \
 	score-functions layer-comparison position-extrapolation seq2seq train-laptop train-cpu train-cpu-float32 \
-	train-cpu-avx2 train-resnet sweep sweep-cpu noise-rule train-gpu train-gpu-short gpu-window gpu-window-prep jpeg-cost \
+	train-cpu-avx2 train-resnet sweep levers-model sweep-cpu noise-rule train-gpu train-gpu-short gpu-window gpu-window-prep jpeg-cost \
 	bench bench-cpu-precision bench-cpu-precision-avx2 gpu-check notebook-times
 
 help: ## this list: every target's `## ` note, then every variable's `#> ` note with its default
@@ -136,6 +136,9 @@ sweep: $(STAMP) ## results/ch08_{lr_range,ablation,search}_mini.json, ch08_ablat
 	$(EXP).sweep ablation --budget mini --seeds 0 1 2
 	$(EXP).sweep ablation --budget small-data --only baseline schedule augment
 	$(EXP).sweep search --budget mini --trials 30
+
+levers-model: $(STAMP) ## results/ch08_levers_model_mini.json: stochastic depth and initialisation against the ladder's top run again beside them (3 seeds each)
+	$(EXP).sweep ablation --budget mini --seeds 0 1 2 --only conv_tokenizer drop_path init_pytorch --result ch08_levers_model_mini
 
 sweep-cpu: $(STAMP) ## results/ch08_ablation_cpu.json: the ablation at chapter 07's budget (after train-cpu; its seed 0 is adopted)
 	$(EXP).sweep ablation --budget cpu --only no_augment noam --adopt conv_tokenizer=runs/ch07_vit_cpu

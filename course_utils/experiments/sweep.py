@@ -17,7 +17,8 @@ machinery (resumable runs, collecting them, the range test, the search) is
   ablation reads validation only, so the recipe's shifted test views do not apply either);
 - ``LADDER``: a bare plain ViT (the lab report's architecture with no augmentation, no
   regularisation and a constant learning rate) improved one change at a time;
-- ``LEVERS``: single changes to the ladder's top;
+- ``LEVERS``: single changes to the ladder's top; ``MODEL_LEVERS``: two more on how the model is
+  built (stochastic depth, initialisation), measured later against the top run again beside them;
 - ``METHOD``: chapter 08's method (section 8.2) as a learner would apply it to the lab report's
   run.  The report's settings are its Figure 9 (a listing of its code's constants) and the code it
   links: a plain ViT with 4x4 patches, width 192, 6 layers, 3 heads, MLP ratio 4, dropout 0.2, AdamW
@@ -47,6 +48,7 @@ __all__ = [
     "BUDGETS",
     "LADDER",
     "LEVERS",
+    "MODEL_LEVERS",
     "METHOD",
     "SEARCH",
     "variants",
@@ -184,6 +186,20 @@ LEVERS: list[Change] = [
         {"lr": Scale(0.1)},
     ),
 ]
+# levers on how the model is built, measured after the others (on another machine, against the
+# ladder's top run again there: ``make levers-model``), so they are a family of their own
+MODEL_LEVERS: list[Change] = [
+    (
+        "drop_path",
+        "stochastic depth 0.1 (each block's residual branches dropped per sample, rising to 0.1)",
+        _model(drop_path=0.1),
+    ),
+    (
+        "init_pytorch",
+        "PyTorch's default initialisation of each layer instead of the course's truncated normal",
+        _model(init="pytorch"),
+    ),
+]
 METHOD: list[Change] = [
     (
         "report",
@@ -219,7 +235,7 @@ SEARCH: list[Param] = [
 
 def variants(budget: Budget) -> sweep.Variants:
     """Every variant of chapter 08's ablation at ``budget``: ``name -> (part, description, recipe)``."""
-    return sweep.variants(budget, LADDER, LEVERS, METHOD)
+    return sweep.variants(budget, LADDER, LEVERS + MODEL_LEVERS, METHOD)
 
 
 def top(budget: Budget) -> Recipe:
@@ -231,7 +247,11 @@ def describe(name: str, stored: str) -> str:
     """What a rung, lever or method step changes, in today's words (a stored run keeps the words of
     the day it ran; the overrides behind a name do not change)."""
     return next(
-        (about for n, about, _ in LADDER + LEVERS + METHOD if n == name),
+        (
+            about
+            for n, about, _ in LADDER + LEVERS + MODEL_LEVERS + METHOD
+            if n == name
+        ),
         stored,
     )
 
