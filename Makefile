@@ -28,7 +28,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help venv book serve test lab execute release class-edition collect autograde feedback grades clean \
 	score-functions layer-comparison position-extrapolation seq2seq train-laptop train-cpu train-cpu-float32 \
-	train-cpu-avx2 train-resnet sweep levers-model sweep-cpu noise-rule train-gpu train-gpu-short gpu-window gpu-window-prep jpeg-cost \
+	train-cpu-avx2 train-cpu-avx2-init train-resnet sweep levers-model sweep-cpu noise-rule train-gpu train-gpu-short gpu-window gpu-window-prep jpeg-cost \
 	bench bench-cpu-precision bench-cpu-precision-avx2 gpu-check notebook-times
 
 help: ## this list: every target's `## ` note, then every variable's `#> ` note with its default
@@ -127,6 +127,9 @@ train-cpu-float32: $(STAMP) ## results/ch07_vit_cpu_float32*.json, bench_cpu_rec
 
 train-cpu-avx2: $(STAMP) ## results/ch07_vit_cpu_avx2*.json, bench_cpu_recipe_avx2.json: cpu_avx2 on an AVX2-only CPU
 	$(EXP).cpu_recipe --recipe cpu_avx2 --seeds 0 1 2
+
+train-cpu-avx2-init: $(STAMP) ## results/ch07_vit_cpu_avx2_init*.json, bench_cpu_recipe_avx2_init.json: cpu_avx2 with PyTorch's default initialisation
+	$(EXP).cpu_recipe --recipe cpu_avx2_init --seeds 0 1 2
 
 train-resnet: $(STAMP) ## results/ch07_resnet_cpu*.json, bench_resnet_recipe.json: the resnet recipe (after train-cpu, same machine)
 	$(EXP).cpu_recipe --recipe resnet --seeds 0 1 2

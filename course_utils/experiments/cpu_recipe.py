@@ -54,6 +54,10 @@ FILES = {
     "resnet": ("ch07_resnet_cpu", "bench_resnet_recipe"),
     "cpu_float32": ("ch07_vit_cpu_float32", "bench_cpu_recipe_float32"),
     "cpu_avx2": ("ch07_vit_cpu_avx2", "bench_cpu_recipe_avx2"),
+    "cpu_avx2_init": (
+        "ch07_vit_cpu_avx2_init",
+        "bench_cpu_recipe_avx2_init",
+    ),
 }
 # the recipes whose seed-0 weights chapter 07 loads
 SHOWN = (

@@ -190,6 +190,11 @@ RECIPES["cpu_float32"] = apply_overrides(
 RECIPES["cpu_avx2"] = apply_overrides(
     RECIPES["cpu_float32"], dict(epochs=14), name="cpu_avx2"
 )
+RECIPES["cpu_avx2_init"] = apply_overrides(
+    RECIPES["cpu_avx2"],
+    {"model_kwargs.init": "pytorch"},
+    name="cpu_avx2_init",
+)
 
 NOTES: dict[str, Note] = {
     "cpu": Note(
@@ -275,6 +280,16 @@ NOTES: dict[str, Note] = {
             "ch07_vit_cpu_avx2[_seed<s>].json",
             "bench_cpu_recipe_avx2.json",
             "bench_cpu_precision_avx2.json",
+        ),
+    ),
+    "cpu_avx2_init": Note(
+        purpose="cpu_avx2 with PyTorch's default initialisation: the init lever at chapter 07's half hour",
+        basis="chapter 08's init_pytorch lever read higher, beyond the noise, at the mini budget "
+        "(results/ch08_levers_model_mini.json); a lever has to be checked at the budget it will be used "
+        "at, so this is cpu_avx2 with that one change, read against cpu_avx2's seeds on validation",
+        results=(
+            "ch07_vit_cpu_avx2_init[_seed<s>].json",
+            "bench_cpu_recipe_avx2_init.json",
         ),
     ),
 }
