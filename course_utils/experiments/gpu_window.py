@@ -49,7 +49,12 @@ from ..results import RESULTS_DIR, read_result, write_result
 from ..training import data as cdata
 from ..training.optim import make_optimizer
 from ..training.precision import choose_amp
-from ..training.recipes import Recipe, apply_overrides, build_model
+from ..training.recipes import (
+    Recipe,
+    apply_overrides,
+    build_model,
+    from_stored,
+)
 from ..training.trainer import Trainer, train
 from .recipes import RECIPES
 
@@ -341,14 +346,7 @@ def main(argv: list[str] | None = None) -> int:
             map_location="cpu",
             weights_only=False,
         )["recipe"]
-        recipe = Recipe(
-            **{
-                **stored,
-                "test_shifts": tuple(
-                    tuple(s) for s in stored["test_shifts"]
-                ),
-            }
-        )
+        recipe = from_stored(stored)
         print(f"[window] continuing {unfinished[0]}", flush=True)
     else:
         recipe = plan(

@@ -38,7 +38,7 @@ import torch
 
 from ..results import read_result, write_result
 from ..training import data as cdata
-from ..training.recipes import Recipe, build_model
+from ..training.recipes import build_model, from_stored
 
 COMMAND = "python -m course_utils.experiments.jpeg_cost"
 RESULT = "ch08_jpeg_cost"
@@ -181,14 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{weights}: no such weights file; `make gpu-window` brings a run's best_model.pt back"
         )
     run = read_result(args.run)
-    recipe = Recipe(
-        **{
-            **run["data"]["recipe"],
-            "test_shifts": tuple(
-                tuple(s) for s in run["data"]["recipe"]["test_shifts"]
-            ),
-        }
-    )
+    recipe = from_stored(run["data"]["recipe"])
     model = build_model(recipe)
     state = torch.load(weights, map_location="cpu", weights_only=True)
     # a compiled model's weights carry its wrapper's prefix

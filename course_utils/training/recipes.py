@@ -37,6 +37,7 @@ __all__ = [
     "build_model",
     "apply_overrides",
     "as_stored",
+    "from_stored",
 ]
 
 T = TypeVar("T")
@@ -152,19 +153,33 @@ def as_stored(
     the value its run used.  ``leave_out`` drops fields that may differ (``name``, ``seed``).
     Raises ValueError for a stored field ``Recipe`` no longer has."""
     if isinstance(recipe, dict):
-        unknown = sorted(
-            set(recipe) - {f.name for f in dataclasses.fields(Recipe)}
-        )
-        if unknown:
-            raise ValueError(
-                f"a stored recipe has fields Recipe lacks: {unknown}"
-            )
-        recipe = Recipe(**recipe)
+        recipe = from_stored(recipe)
     return {
         k: v
         for k, v in json.loads(json.dumps(recipe.to_dict())).items()
         if k not in leave_out
     }
+
+
+def from_stored(stored: dict) -> Recipe:
+    """The recipe a results file or a checkpoint stored (``to_dict``'s JSON form) as a ``Recipe``
+    again: its ``test_shifts`` become the tuples of pairs the trainer iterates, and a field written
+    before it was added takes its default.  Raises ValueError for a stored field ``Recipe`` no longer
+    has (the run was made by code this checkout does not hold)."""
+    unknown = sorted(
+        set(stored) - {f.name for f in dataclasses.fields(Recipe)}
+    )
+    if unknown:
+        raise ValueError(
+            f"a stored recipe has fields Recipe lacks: {unknown}; read it with the commit "
+            "that wrote it (its provenance names it)"
+        )
+    fields = dict(stored)
+    if "test_shifts" in fields:
+        fields["test_shifts"] = tuple(
+            tuple(s) for s in fields["test_shifts"]
+        )
+    return Recipe(**fields)
 
 
 def build_model(recipe: Recipe) -> nn.Module:

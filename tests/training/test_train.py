@@ -214,6 +214,29 @@ def test_train_takes_a_recipe_not_a_name(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_a_stored_recipe_reads_back_as_the_recipe_it_was(recipes):
+    """A results file's or checkpoint's recipe (JSON: lists, not tuples) rebuilds the same Recipe."""
+    import json
+
+    from course_utils.training.recipes import as_stored, from_stored
+
+    for name in ("cpu", "gpu_fast", "smoke"):
+        stored = json.loads(json.dumps(recipes[name].to_dict()))
+        back = from_stored(stored)
+        assert back.test_shifts == recipes[name].test_shifts, name
+        assert all(type(s) is tuple for s in back.test_shifts), name
+        assert as_stored(back) == stored, name
+    older = json.loads(json.dumps(recipes["cpu"].to_dict()))
+    del older[
+        "clean_train_eval"
+    ]  # written before the field existed: its default
+    assert from_stored(older).clean_train_eval == 0
+    with pytest.raises(
+        ValueError, match=r"fields Recipe lacks: \['gone'\].*commit"
+    ):
+        from_stored({**older, "gone": 1})
+
+
 def test_set_overrides_parse_their_help_example_and_check_types(recipes):
     from course_utils.training.recipes import apply_overrides
 
