@@ -18,6 +18,8 @@ EXP    := $(PY) -m course_utils.experiments
 MINUTES ?= 6
 #> gpu-window: the whole command's minutes on a GPU lent for a window
 WINDOW_MINUTES ?= 9.4
+#> gpu-method: the minutes chapter 08's half-hour method may take of a lease (gpu-lease)
+METHOD_MINUTES ?= 3
 #> gpu-window: the GPU machine's own python (no virtual environment there)
 GPU_PY ?= python3
 # the speed benchmarks `make bench` runs on a CPU, each also `make bench-<name>`; BENCH_ARGS_<name> adds arguments
@@ -28,7 +30,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help venv book serve test lab execute release class-edition collect autograde feedback grades clean \
 	score-functions layer-comparison position-extrapolation seq2seq train-laptop train-cpu train-cpu-float32 \
-	train-cpu-avx2 train-cpu-avx2-init train-resnet sweep levers-model sweep-cpu noise-rule train-gpu train-gpu-short gpu-window gpu-window-prep jpeg-cost \
+	train-cpu-avx2 train-cpu-avx2-init train-resnet sweep levers-model method-half-hour method-test sweep-cpu noise-rule train-gpu train-gpu-short gpu-window gpu-method gpu-lease gpu-window-prep jpeg-cost \
 	bench bench-cpu-precision bench-cpu-precision-avx2 gpu-check notebook-times
 
 help: ## this list: every target's `## ` note, then every variable's `#> ` note with its default
@@ -143,6 +145,12 @@ sweep: $(STAMP) ## results/ch08_{lr_range,ablation,search}_mini.json, ch08_ablat
 levers-model: $(STAMP) ## results/ch08_levers_model_mini.json: stochastic depth and initialisation against the ladder's top run again beside them (3 seeds each)
 	$(EXP).sweep ablation --budget mini --seeds 0 1 2 --only conv_tokenizer drop_path init_pytorch --result ch08_levers_model_mini
 
+method-half-hour: $(STAMP) ## results/ch08_ablation_half_hour.json: chapter 08's method at chapter 07's half hour, 3 seeds a step (resumable; each run about half an hour on a 2-core bf16 CPU, seconds on a GPU)
+	$(EXP).sweep ablation --budget half_hour --seeds 0 1 2
+
+method-test: $(STAMP) ## results/ch08_method_test_half_hour.json: the method's last step read once on the test set (after method-half-hour, same checkout)
+	$(EXP).sweep method-test --budget half_hour --seeds 0 1 2
+
 sweep-cpu: $(STAMP) ## results/ch08_ablation_cpu.json: the ablation at chapter 07's budget (after train-cpu; its seed 0 is adopted)
 	$(EXP).sweep ablation --budget cpu --only no_augment noam --adopt conv_tokenizer=runs/ch07_vit_cpu
 	$(EXP).sweep ablation --budget cpu --only conv_tokenizer --seeds 1 2
@@ -159,6 +167,15 @@ train-gpu-short: $(STAMP) ## results/ch08_vit_gpu_short.json: the gpu recipe cut
 
 gpu-window: ## [OUT=dir]: on a GPU lent for minutes (its own python3): results/ch08_gpu_fast*.json, copied to OUT
 	$(GPU_PY) -m course_utils.experiments.gpu_window --minutes $(WINDOW_MINUTES) $(if $(OUT),--out-dir $(OUT))
+
+gpu-method: ## [OUT=dir]: on a GPU lent for minutes (its own python3): chapter 08's method at the half hour, the runs that fit (results/ch08_ablation_half_hour.json, ch08_method_test_half_hour.json), copied to OUT
+	$(GPU_PY) -m course_utils.experiments.gpu_method --minutes $(METHOD_MINUTES) $(if $(OUT),--out-dir $(OUT))
+
+gpu-lease: ## [OUT=dir]: all a lent GPU runs, one command of WINDOW_MINUTES: gpu-method's missing runs (METHOD_MINUTES at most), then gpu-window with the time left, never cut (an unfinished run continues in the next lease)
+	start=$$(date +%s); \
+	$(GPU_PY) -m course_utils.experiments.gpu_method --minutes $(METHOD_MINUTES) $(if $(OUT),--out-dir $(OUT)); \
+	left=$$($(GPU_PY) -c "print($(WINDOW_MINUTES) - ($$(date +%s) - $$start) / 60)"); \
+	$(GPU_PY) -m course_utils.experiments.gpu_window --minutes $$left --no-cut $(if $(OUT),--out-dir $(OUT))
 
 jpeg-cost: $(STAMP) ## results/ch08_jpeg_cost.json: a finished gpu-window run's weights (runs/gpu_fast/best_model.pt) on the test images and on them JPEG-encoded once more
 	$(EXP).jpeg_cost

@@ -29,7 +29,9 @@ gpu-window OUT=<folder brought back>``.
 Each window runs the next seed of the recipe (``next_seed``): a run an earlier window stopped,
 when its folder under ``runs/`` travels along (copy the brought-back ``runs/<name>`` into
 ``runs/`` here and carry it too), else the first of seeds 0, 1, 2 without a finished result in
-``results/``.  ``--seed`` picks one.
+``results/``.  ``--seed`` picks one.  ``--no-cut`` never cuts the schedule: a run that does not fit
+stops at the deadline and the next window continues it (``make gpu-lease``, which gives the window's
+first minutes to chapter 08's method, ``experiments.gpu_method``).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ import torch
 
 from ..results import RESULTS_DIR, read_result, write_result
 from ..training import data as cdata
+from ..training.compute import flops_per_image
 from ..training.optim import make_optimizer
 from ..training.precision import choose_amp
 from ..training.recipes import (
@@ -101,25 +104,6 @@ def matmul_tflops(
         a @ b
     torch.cuda.synchronize()
     return 2 * n**3 * reps / (time.perf_counter() - start) / 1e12
-
-
-def flops_per_image(recipe: Recipe) -> float:
-    """Forward plus backward FLOPs of one 32x32 training image, counted on the CPU in float32 (the
-    count does not depend on the device; attention through the math kernel, which the counter reads).
-    The step is the trainer's (an optimiser that changes nothing: its elementwise updates are not
-    among the operations the counter counts)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch.utils.flop_counter import FlopCounterMode
-
-    model = build_model(recipe)
-    trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.0))
-    x = torch.randn(2, 3, 32, 32)
-    with (
-        FlopCounterMode(display=False) as counter,
-        sdpa_kernel(SDPBackend.MATH),
-    ):
-        trainer.update(model(x).float().sum())
-    return counter.get_total_flops() / len(x)
 
 
 def step_rate(recipe: Recipe, device: torch.device, steps: int) -> dict:
@@ -260,6 +244,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="override recipe fields (tests: a smaller model and batch)",
     )
+    parser.add_argument(
+        "--no-cut",
+        action="store_true",
+        help="train the recipe's whole schedule even when it does not fit: the hard stop keeps its "
+        "checkpoint for the next window (a lease that spent minutes on something else first)",
+    )
     parser.add_argument("--bench-steps", type=int, default=30)
     parser.add_argument(
         "--out-dir",
@@ -348,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
         )["recipe"]
         recipe = from_stored(stored)
         print(f"[window] continuing {unfinished[0]}", flush=True)
+    elif args.no_cut:
+        recipe = base
     else:
         recipe = plan(
             base,

@@ -20,6 +20,7 @@ trials in an SQLite file beside them and continues up to ``trials``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import warnings
@@ -34,7 +35,14 @@ from ..results import code_version, machine, read_result, write_result
 from ..runtime import seed_everything
 from . import data as cdata
 from .precision import choose_amp
-from .recipes import Recipe, apply_overrides, as_stored, build_model
+from .compute import epochs_for, flops_per_image
+from .recipes import (
+    Recipe,
+    apply_overrides,
+    as_stored,
+    build_model,
+    from_stored,
+)
 from .trainer import Trainer, train
 
 __all__ = [
@@ -48,12 +56,17 @@ __all__ = [
     "adopt",
     "ablation",
     "collect",
+    "clean_history",
+    "run_record",
+    "flops_of",
     "lr_range_test",
     "search",
     "SWEEP_DIR",
 ]
 
 SWEEP_DIR = Path("runs/sweep")
+# the split every budget uses: CIFAR-10's training images, of which VAL_SIZE become the validation set
+CIFAR10_TRAIN, VAL_SIZE = 50_000, 5_000
 
 # (name, what changes, overrides for apply_overrides)
 Change = tuple[str, str, dict]
@@ -68,6 +81,16 @@ class Budget:
     name: str
     base: Recipe
     train_images: int | None  # None: the whole training split
+    # when set, every variant trains the whole epochs that come nearest to spending this many FLOPs
+    # (``compute.epochs_for``), so a change that makes an image cheaper buys more epochs, and the
+    # base's epochs are not used; ``flops_about`` says where the number comes from
+    flops: float | None = None
+    flops_about: str = ""
+
+    @property
+    def images(self) -> int:
+        """Training images per epoch (the whole split: CIFAR-10's training set less the validation)."""
+        return self.train_images or CIFAR10_TRAIN - VAL_SIZE
 
     @property
     def about(self) -> str:
@@ -82,6 +105,11 @@ class Budget:
             f"a {count_parameters(build_model(self.base)):,}-parameter plain ViT (patch {kw['patch_size']}, "
             f"dim {kw['dim']}, depth {kw['depth']})"
         )
+        if self.flops:
+            return (
+                f"{images}, {self.flops / 1e12:,.0f} TFLOP of training per run ({self.flops_about}), "
+                f"from {model}"
+            )
         return f"{images}, {self.base.epochs} epochs, {model}"
 
 
@@ -124,7 +152,28 @@ def variants(
             apply_overrides(top, overrides, name=f"{budget.name}/{name}"),
         )
     climb("method", method, budget.base)
+    if budget.flops:
+        for name, (part, about, recipe) in out.items():
+            epochs = epochs_for(
+                budget.flops, flops_of(recipe), budget.images
+            )
+            out[name] = (
+                part,
+                about,
+                dataclasses.replace(recipe, epochs=epochs),
+            )
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _flops_of(stored: str) -> float:
+    return flops_per_image(from_stored(json.loads(stored)))
+
+
+def flops_of(recipe: Recipe) -> float:
+    """``compute.flops_per_image``, counted once per recipe (epochs and seed aside) in a process."""
+    key = as_stored(dataclasses.replace(recipe, name="", seed=0, epochs=1))
+    return _flops_of(json.dumps(key, sort_keys=True))
 
 
 def ladder_top(
@@ -137,7 +186,7 @@ def ladder_top(
 def load_budget_data(budget: Budget, seed: int = 0) -> cdata.Split:
     """The standard split (5,000 validation images carved from training), training set cut to the budget."""
     split = cdata.split_validation(
-        cdata.load_cifar10(), val_size=5000, seed=0
+        cdata.load_cifar10(), val_size=VAL_SIZE, seed=0
     )
     if budget.train_images is None:
         return split
@@ -152,7 +201,9 @@ def load_budget_data(budget: Budget, seed: int = 0) -> cdata.Split:
     )
 
 
-def _run_record(summary: dict, about: str, part: str) -> dict:
+def run_record(summary: dict, about: str, part: str) -> dict:
+    """A finished run's ``summary.json`` as a results file records it: its best and last epochs, its
+    history and recipe, the part of the table it belongs to and what it changes (``about``)."""
     hist = summary["history"]
     best = max(hist, key=lambda h: h["val_acc"])
     return {
@@ -161,6 +212,8 @@ def _run_record(summary: dict, about: str, part: str) -> dict:
         "best_val_acc": best["val_acc"],
         "best_epoch": best["epoch"],
         "final_train_acc": hist[-1]["train_acc"],
+        # the training images as they are (the recipe's clean_train_eval): what the diagnosis reads
+        "final_clean_train_acc": hist[-1].get("clean_train_acc"),
         "final_val_acc": hist[-1]["val_acc"],
         "min_val_loss": min(h["val_loss"] for h in hist),
         "final_val_loss": hist[-1]["val_loss"],
@@ -261,6 +314,7 @@ def ablation(
                 root / name / f"seed{seed}",
             )
             log(f"== {name} (seed {seed}): adopted {source}")
+    recorded = _recorded_runs(budget, result)
     split = split if split is not None else load_budget_data(budget)
     for name, (_, about, recipe) in table.items():
         if only and name not in only:
@@ -268,6 +322,13 @@ def ablation(
         for seed in seeds:
             run_dir = root / name / f"seed{seed}"
             if (run_dir / "summary.json").exists():
+                continue
+            record = recorded.get(name, {}).get(str(seed))
+            if record and not _recipe_change(record["recipe"], recipe):
+                # made on another checkout or machine (runs/ is not committed): not made twice
+                log(
+                    f"== {name} (seed {seed}): recorded in results/{result}.json"
+                )
                 continue
             log(f"== {name} (seed {seed}): {about}")
             train(
@@ -353,7 +414,7 @@ def collect(
         found = {}
         for path in sorted((root / name).glob("seed*/summary.json")):
             summary = json.loads(path.read_text())
-            found[path.parent.name[4:]] = _run_record(summary, about, part)
+            found[path.parent.name[4:]] = run_record(summary, about, part)
         for seed, record in recorded.get(name, {}).items():
             if seed in found:
                 continue
@@ -401,6 +462,25 @@ def collect(
             git_commit=git_commit,
         )
     return out
+
+
+def clean_history(history: list[dict]) -> list[dict]:
+    """A run's history with the clean training accuracy and loss (``Recipe.clean_train_eval``: training
+    images as they are) in place of the batches' own, which mixing and strong augmentation lower:
+    what ``diagnose_curves`` should read.  Raises ValueError for a run that did not measure them."""
+    if not history or any("clean_train_acc" not in h for h in history):
+        raise ValueError(
+            "this history has no clean training accuracy: train with the recipe's clean_train_eval "
+            "set (e.g. --set clean_train_eval=5000)"
+        )
+    return [
+        {
+            **h,
+            "train_acc": h["clean_train_acc"],
+            "train_loss": h["clean_train_loss"],
+        }
+        for h in history
+    ]
 
 
 def lr_range_test(

@@ -186,7 +186,16 @@ def test_mixing_stops_where_the_recipe_says(tmp_path, monkeypatch):
     )
 
 
-def test_the_window_runs_end_to_end_on_a_stand_in_device(tmp_path):
+@pytest.mark.parametrize(
+    "flags, run_name",
+    [([], "gpu_fast_cut"), (["--no-cut"], "gpu_fast")],
+    ids=["cut-to-fit", "never-cut"],
+)
+def test_the_window_runs_end_to_end_on_a_stand_in_device(
+    tmp_path, flags, run_name
+):
+    """Three minutes fit few of gpu_fast's epochs on a CPU: the window cuts the schedule, or with
+    ``--no-cut`` keeps the whole recipe (whose fast mode then ends in time here)."""
     out = tmp_path / "out"
     run = subprocess.run(
         [
@@ -210,6 +219,7 @@ def test_the_window_runs_end_to_end_on_a_stand_in_device(tmp_path):
             "fast_eval=64",
             'model_kwargs={"dim": 32, "depth": 1, "num_heads": 2}',
             "amp=none",
+            *flags,
         ],
         cwd=tmp_path,
         capture_output=True,
@@ -222,15 +232,17 @@ def test_the_window_runs_end_to_end_on_a_stand_in_device(tmp_path):
         "GFLOP per training image" in run.stdout and "finished" in run.stdout
     )
     window = json.loads(
-        (out / "runs" / "gpu_fast_cut" / "window.json").read_text()
+        (out / "runs" / run_name / "window.json").read_text()
     )
     assert (
         window["flops_per_image"] > 0 and window["step"]["images_per_s"] > 0
     )
-    assert window["planned_epochs"] <= window["recipe_epochs"]
+    assert (window["planned_epochs"] == window["recipe_epochs"]) == bool(
+        flags
+    )
     assert set(window["time_to_val_acc_s"]) == {"0.94", "0.95"}
-    assert (out / "runs" / "gpu_fast_cut" / "history.json").exists()
-    assert not (out / "runs" / "gpu_fast_cut" / "checkpoint.pt").exists(), (
+    assert (out / "runs" / run_name / "history.json").exists()
+    assert not (out / "runs" / run_name / "checkpoint.pt").exists(), (
         "a finished run needs no checkpoint"
     )
 

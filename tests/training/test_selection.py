@@ -171,6 +171,18 @@ def test_selection_code_names_no_test_data(path):
     assert not bad, f"{path} names {bad}: selection reads validation only"
 
 
+def test_the_one_test_reading_lives_apart_from_the_code_that_chooses():
+    """The method's end is read on the test set by training.final_reading, which the code that chooses
+    does not import (so no sweep, search or rule can reach the reading)."""
+    reading = (ROOT / "course_utils/training/final_reading.py").read_text()
+    assert "test_images" in reading, "the scan above would pass vacuously"
+    for path in (
+        "course_utils/training/sweep.py",
+        "course_utils/training/evidence.py",
+    ):
+        assert "final_reading" not in (ROOT / path).read_text(), path
+
+
 def test_the_tripwire_notices_a_read(wired):
     """The checks above can fail: any use of the test images while armed is recorded."""
     assert not Tripwire.reads

@@ -1,0 +1,47 @@
+"""What a training run computes, counted: floating-point operations per image, and the epochs that
+spend a given number of them.
+
+A budget in FLOPs, unlike one in epochs, gives every model the same compute: a model whose image
+costs a third as much trains three times as many epochs, as it would in the same minutes on a
+machine whose speed is set by its arithmetic.  (Wall time also depends on how well each kernel uses
+the machine; chapter 08 states the minutes it measured beside the FLOPs.)
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .recipes import Recipe, build_model
+from .trainer import Trainer
+
+__all__ = ["flops_per_image", "epochs_for"]
+
+
+def flops_per_image(recipe: Recipe) -> float:
+    """Forward plus backward FLOPs of one 32x32 training image, counted on the CPU in float32 (the
+    count does not depend on the device; attention through the math kernel, which the counter reads).
+    The step is the trainer's (an optimiser that changes nothing: its elementwise updates are not
+    among the operations the counter counts)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = build_model(recipe)
+    trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.0))
+    x = torch.randn(2, 3, 32, 32)
+    with (
+        FlopCounterMode(display=False) as counter,
+        sdpa_kernel(SDPBackend.MATH),
+    ):
+        trainer.update(model(x).float().sum())
+    return counter.get_total_flops() / len(x)
+
+
+def epochs_for(flops: float, per_image: float, images: int) -> int:
+    """The whole epochs of ``images`` training images at ``per_image`` FLOPs each that come nearest to
+    spending ``flops`` (at least one).  Raises ValueError for a budget or cost that is not positive."""
+    if not (flops > 0 and per_image > 0 and images > 0):
+        raise ValueError(
+            f"a FLOP budget needs positive numbers; got flops={flops}, per_image={per_image}, "
+            f"images={images}"
+        )
+    return max(1, round(flops / (per_image * images)))
