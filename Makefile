@@ -19,7 +19,7 @@ MINUTES ?= 6
 #> gpu-window: the whole command's minutes on a GPU lent for a window
 WINDOW_MINUTES ?= 9.4
 #> gpu-method: the minutes chapter 08's half-hour method may take of a lease (gpu-lease)
-METHOD_MINUTES ?= 3
+METHOD_MINUTES ?= 4
 #> gpu-window: the GPU machine's own python (no virtual environment there)
 GPU_PY ?= python3
 # the speed benchmarks `make bench` runs on a CPU, each also `make bench-<name>`; BENCH_ARGS_<name> adds arguments

@@ -64,11 +64,13 @@ def make_runs(
     Returns ``{"made": [(step, seed), ...], "left": [...], "test_read": bool}``."""
     split = split if split is not None else sweep.load_budget_data(budget)
     recorded = _recorded(result)
+    # a recorded run counts while its step is unchanged (a redefined step's old runs are another's)
     todo = [
         (name, seed)
-        for name in table
+        for name, (_, _, recipe) in table.items()
         for seed in seeds
         if str(seed) not in recorded.get(name, {})
+        or sweep.recipe_change(recorded[name][str(seed)]["recipe"], recipe)
     ]
     made, seconds_per_flop = [], None
     for name, seed in list(todo):

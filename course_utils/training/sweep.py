@@ -58,6 +58,7 @@ __all__ = [
     "collect",
     "clean_history",
     "run_record",
+    "recipe_change",
     "flops_of",
     "lr_range_test",
     "search",
@@ -324,7 +325,7 @@ def ablation(
             if (run_dir / "summary.json").exists():
                 continue
             record = recorded.get(name, {}).get(str(seed))
-            if record and not _recipe_change(record["recipe"], recipe):
+            if record and not recipe_change(record["recipe"], recipe):
                 # made on another checkout or machine (runs/ is not committed): not made twice
                 log(
                     f"== {name} (seed {seed}): recorded in results/{result}.json"
@@ -379,7 +380,7 @@ def _recorded_runs(budget: Budget, result: str | None) -> dict:
 _TEST_ONLY = ("test_shifts",)
 
 
-def _recipe_change(stored: dict, recipe: Recipe) -> list[str]:
+def recipe_change(stored: dict, recipe: Recipe) -> list[str]:
     """The fields (training or validation) in which a stored run's recipe differs from ``recipe``."""
     leave_out = ("name", "seed") + _TEST_ONLY
     theirs, ours = (
@@ -418,7 +419,7 @@ def collect(
         for seed, record in recorded.get(name, {}).items():
             if seed in found:
                 continue
-            differ = _recipe_change(record["recipe"], recipe)
+            differ = recipe_change(record["recipe"], recipe)
             if differ:  # the variant has been redefined since: its old runs are another variant's
                 log(
                     f"{name} (seed {seed}): dropped from results/{result}.json (the variant's recipe has changed "

@@ -652,7 +652,7 @@ def test_every_stored_run_is_a_run_of_todays_variant(result):
     data = read_result(result)["data"]
     table = ch08.variants(ch08.BUDGETS[data["budget"]])
     changed = {
-        f"{name} seed {seed}": sweep._recipe_change(
+        f"{name} seed {seed}": sweep.recipe_change(
             record["recipe"], table[name][2]
         )
         for name, seeds in data["runs"].items()
