@@ -28,10 +28,13 @@ URL, HUB = (
     "https://github.com/example-school/attention-class",
     "https://hub.example.edu",
 )
-# the first test builds the edition: every chapter run twice (fast and full mode) with the recorder on
+# The first test builds the edition: every chapter run twice (fast and full mode) with the recorder
+# on.  No xdist_group: the build is the suite's longest fixture, and a group would chain it and every
+# test after it on one worker that shares the CPU with the other, so the whole suite waits on that
+# chain.  Without a group, a worker that reaches the fixture while the other builds waits on the
+# file lock (leaving the build the CPU), and the tests after it spread over both workers.
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.xdist_group("class_edition"),
     pytest.mark.timeout(3000),
 ]
 
