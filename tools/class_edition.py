@@ -268,59 +268,96 @@ def _fingerprint_call(call: dict) -> str:
     return digest.hexdigest()
 
 
-def record(
-    chapters, work: Path, *, modes=("1", "0"), timeout: int = 1800
-) -> tuple[dict, list[str]]:
-    """Run each chapter's student notebook with the solutions pasted in (fast and full mode) and
-    return the outermost calls of the course's references, merged: {module: {name: [call]}}."""
-    import torch
+# The run that takes longest by far (chapter 07 in full mode trains the learner's ViT): started first,
+# so that the runs in parallel end at about the same time.
+_LONG_RUNS = ("07_vit_cifar10", "0")
+
+
+def _record_one(
+    cid: str, mode: str, work: Path, timeout: int, threads: int | None
+) -> Path:
+    """Run ``cid``'s student notebook with the solutions pasted in, in fast (``mode`` "1") or full
+    ("0") mode, with the recorder on, on ``threads`` threads (None: PyTorch's default); returns
+    the file the calls were saved to."""
     from nbclient import NotebookClient
 
+    nb = pasted_solutions(cid)
+    out = work / f"{cid}-fast{mode}.pt"
+    nb.cells.insert(
+        0,
+        nbformat.v4.new_code_cell(
+            f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+            "from tools.class_edition import start_recording; start_recording()"
+        ),
+    )
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            f"from tools.class_edition import save_recording; save_recording({str(out)!r})"
+        )
+    )
+    run_dir = work / f"{cid}-fast{mode}"
+    shutil.copytree(ROOT / "notebooks" / cid, run_dir, dirs_exist_ok=True)
+    # The kernel gets its own environment (not this process's, which the other runs share).
+    env = {**os.environ, "COURSE_FAST": mode}
+    if threads:
+        # passive: a cell that asks for every core (chapter 07's training) then sleeps, rather than
+        # spins, while it waits for a core another kernel holds
+        env.update(
+            OMP_NUM_THREADS=str(threads),
+            MKL_NUM_THREADS=str(threads),
+            OMP_WAIT_POLICY="PASSIVE",
+        )
+    NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(run_dir)}},
+    ).execute(env=env)
+    return out
+
+
+def record(
+    chapters,
+    work: Path,
+    *,
+    modes=("1", "0"),
+    timeout: int = 1800,
+    jobs: int | None = None,
+) -> tuple[dict, list[str]]:
+    """Run each chapter's student notebook with the solutions pasted in (fast and full mode),
+    ``jobs`` kernels at a time (default: one per core), and return the outermost calls of the
+    course's references, merged: {module: {name: [call]}}.
+
+    Kernels that run side by side share the cores between them: each on its own threads, since
+    several kernels each spreading over every core wait on one another's threads (slower than one
+    kernel at a time).  The calls are matched up to a tolerance when replayed (``replay.RTOL``),
+    which another thread count's last bits stay within."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    runs = [(cid, mode) for cid in chapters for mode in modes]
+    cores = len(os.sched_getaffinity(0))
+    jobs = max(1, min(jobs or cores, len(runs)))
+    threads = max(1, cores // jobs) if jobs > 1 else None
+    # longest first; the merge below follows the chapters' order whatever order the runs end in
+    order = sorted(runs, key=lambda run: run != _LONG_RUNS)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {
+            run: pool.submit(_record_one, *run, work, timeout, threads)
+            for run in order
+        }
+        saved = {run: future.result() for run, future in futures.items()}
     merged: dict[str, dict[str, dict[str, dict]]] = {}
     unsupported: list[str] = []
-    for cid in chapters:
-        for mode in modes:
-            nb = pasted_solutions(cid)
-            out = work / f"{cid}-fast{mode}.pt"
-            nb.cells.insert(
-                0,
-                nbformat.v4.new_code_cell(
-                    f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
-                    "from tools.class_edition import start_recording; start_recording()"
-                ),
-            )
-            nb.cells.append(
-                nbformat.v4.new_code_cell(
-                    f"from tools.class_edition import save_recording; save_recording({str(out)!r})"
-                )
-            )
-            run_dir = work / f"{cid}-fast{mode}"
-            shutil.copytree(
-                ROOT / "notebooks" / cid, run_dir, dirs_exist_ok=True
-            )
-            env = {**os.environ, "COURSE_FAST": mode}
-            saved = dict(os.environ)
-            # the kernel inherits this process's environment
-            os.environ.update(env)
-            try:
-                NotebookClient(
-                    nb,
-                    timeout=timeout,
-                    kernel_name="python3",
-                    resources={"metadata": {"path": str(run_dir)}},
-                ).execute()
-            finally:
-                os.environ.clear()
-                os.environ.update(saved)
-            stored = torch.load(out, weights_only=True)
-            unsupported += [f"{cid}: {u}" for u in stored["unsupported"]]
-            for module, functions in stored["calls"].items():
-                for name, calls in functions.items():
-                    bucket = merged.setdefault(module, {}).setdefault(
-                        name, {}
-                    )
-                    for call in calls:
-                        bucket.setdefault(_fingerprint_call(call), call)
+    for cid, mode in runs:
+        stored = torch.load(saved[cid, mode], weights_only=True)
+        unsupported += [f"{cid}: {u}" for u in stored["unsupported"]]
+        for module, functions in stored["calls"].items():
+            for name, calls in functions.items():
+                bucket = merged.setdefault(module, {}).setdefault(name, {})
+                for call in calls:
+                    bucket.setdefault(_fingerprint_call(call), call)
     calls = {
         m: {n: list(c.values()) for n, c in fs.items()}
         for m, fs in merged.items()

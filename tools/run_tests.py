@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                     str(args.workers),
                     "--dist",
                     "loadgroup",
-                    "--durations=25",
+                    "--durations=40",
                     "--skips-file",
                     str(skips),
                 ],

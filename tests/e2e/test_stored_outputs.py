@@ -96,9 +96,11 @@ def test_an_unlisted_mask_stops_the_notebook_check(tmp_path):
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
     path = tmp_path / "masked.ipynb"
     nbformat.write(nb, path)
-    proc = _check(str(path))
-    assert proc.returncode != 0
-    assert (
-        "masked, cell unlisted: tagged nbval-ignore-output but not listed"
-        in proc.stdout + proc.stderr
-    ), proc.stdout[-2000:] + proc.stderr[-2000:]
+    # the notebook, and its folder with the other kernels (notebooks side by side: pytest-xdist)
+    for args in ([str(path)], ["--other-kernels", str(tmp_path)]):
+        proc = _check(*args)
+        assert proc.returncode != 0
+        assert (
+            "masked, cell unlisted: tagged nbval-ignore-output but not listed"
+            in proc.stdout + proc.stderr
+        ), proc.stdout[-2000:] + proc.stderr[-2000:]
