@@ -37,6 +37,26 @@ def being_graded() -> bool:
     return bool(os.environ.get("NBGRADER_EXECUTION"))
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system reports one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def thread_share_env(threads: int) -> dict[str, str]:
+    """Environment variables that keep a process started with them to ``threads`` threads, for
+    processes that run side by side on one machine's cores.  Each spreading over every core would
+    make OpenMP's threads wait on one another; passive waiting makes a process that asks for more
+    threads anyway (a notebook's training cell) sleep, rather than spin, while it waits for a
+    core another process holds."""
+    return {
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "OMP_WAIT_POLICY": "PASSIVE",
+    }
+
+
 def pick_device(prefer: str | None = None) -> torch.device:
     """The best available device: CUDA, else Apple's MPS, else CPU.
 

@@ -94,27 +94,17 @@ def course(tmp_path_factory) -> Path:
 def pytest_configure(config):
     """In a pytest-xdist worker: the cores shared out among the workers, for this process's PyTorch
     and for every process it starts (kernels, graders, scripts), unless the caller set a thread
-    count.  Every process spreading over every core makes OpenMP's threads wait on one another,
-    which slows the whole suite down by a large factor where there are as many cores as workers."""
+    count (``runtime.thread_share_env`` says why)."""
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if not workers or "OMP_NUM_THREADS" in os.environ:
         return
-    cores = (
-        len(os.sched_getaffinity(0))
-        if hasattr(os, "sched_getaffinity")
-        else os.cpu_count() or 1
-    )
-    threads = str(max(1, cores // int(workers)))
-    # passive: a process that asks for more threads (a notebook's training cell) sleeps, rather
-    # than spins, while it waits for a core another worker holds
-    os.environ.update(
-        OMP_NUM_THREADS=threads,
-        MKL_NUM_THREADS=threads,
-        OMP_WAIT_POLICY="PASSIVE",
-    )
     import torch
 
-    torch.set_num_threads(int(threads))
+    from course_utils.runtime import thread_share_env, usable_cores
+
+    threads = max(1, usable_cores() // int(workers))
+    os.environ.update(thread_share_env(threads))
+    torch.set_num_threads(threads)
 
 
 def pytest_addoption(parser):

@@ -106,15 +106,29 @@ def disagreements(notebooks: list[Path]) -> list[str]:
     return problems
 
 
-def pytest_collection_modifyitems(session, config, items):
-    notebooks = sorted(
-        {
-            Path(str(item.fspath))
-            for item in items
-            if str(item.fspath).endswith(".ipynb")
-        }
-    )
-    problems = disagreements(notebooks)
+def notebooks_under(paths: list[Path]) -> list[Path]:
+    """The notebooks in ``paths`` (notebook files, and folders searched through)."""
+    found = []
+    for path in paths:
+        if path.is_dir():
+            found += [
+                p
+                for p in sorted(path.rglob("*.ipynb"))
+                if ".ipynb_checkpoints" not in p.parts
+            ]
+        elif path.suffix == ".ipynb":
+            found.append(path)
+    return found
+
+
+def pytest_configure(config):
+    """Refuse to start when the notebooks given and MASKED disagree.  Checked once, where the run
+    starts (not in pytest-xdist's workers, which would turn the refusal into an internal error)."""
+    if hasattr(config, "workerinput"):
+        return
+    here = Path(config.invocation_params.dir)
+    paths = [here / arg.split("::")[0] for arg in config.args]
+    problems = disagreements(notebooks_under(paths))
     if problems:
         raise pytest.UsageError(
             "stored outputs masked without a listed reason:\n  "

@@ -56,6 +56,7 @@ sys.path.insert(0, str(ROOT))  # run as a script from a checkout
 from course_utils.grading import copies  # noqa: E402
 from course_utils.grading.markers import MARKERS, strip_solution_markers  # noqa: E402
 from course_utils.replay import pack  # noqa: E402
+from course_utils.runtime import thread_share_env, usable_cores  # noqa: E402
 
 # Chapters whose every non-graded cell and visible test runs on replayed calls (see the docstring).
 EDITION_CHAPTERS = (
@@ -300,13 +301,7 @@ def _record_one(
     # The kernel gets its own environment (not this process's, which the other runs share).
     env = {**os.environ, "COURSE_FAST": mode}
     if threads:
-        # passive: a cell that asks for every core (chapter 07's training) then sleeps, rather than
-        # spins, while it waits for a core another kernel holds
-        env.update(
-            OMP_NUM_THREADS=str(threads),
-            MKL_NUM_THREADS=str(threads),
-            OMP_WAIT_POLICY="PASSIVE",
-        )
+        env.update(thread_share_env(threads))
     NotebookClient(
         nb,
         timeout=timeout,
@@ -328,16 +323,15 @@ def record(
     ``jobs`` kernels at a time (default: one per core), and return the outermost calls of the
     course's references, merged: {module: {name: [call]}}.
 
-    Kernels that run side by side share the cores between them: each on its own threads, since
-    several kernels each spreading over every core wait on one another's threads (slower than one
-    kernel at a time).  The calls are matched up to a tolerance when replayed (``replay.RTOL``),
-    which another thread count's last bits stay within."""
+    Kernels that run side by side share the cores between them (``runtime.thread_share_env``).
+    The calls are matched up to a tolerance when replayed (``replay.RTOL``), which another thread
+    count's last bits stay within."""
     from concurrent.futures import ThreadPoolExecutor
 
     import torch
 
     runs = [(cid, mode) for cid in chapters for mode in modes]
-    cores = len(os.sched_getaffinity(0))
+    cores = usable_cores()
     jobs = max(1, min(jobs or cores, len(runs)))
     threads = max(1, cores // jobs) if jobs > 1 else None
     # longest first; the merge below follows the chapters' order whatever order the runs end in
