@@ -195,6 +195,13 @@ RECIPES["cpu_avx2_init"] = apply_overrides(
     {"model_kwargs.init": "pytorch"},
     name="cpu_avx2_init",
 )
+RECIPES["cpu_avx2_b64"] = apply_overrides(
+    RECIPES["cpu_avx2_init"],
+    dict(
+        batch_size=RECIPES["cpu"].batch_size, lr=RECIPES["cpu"].lr, epochs=15
+    ),
+    name="cpu_avx2_b64",
+)
 
 NOTES: dict[str, Note] = {
     "cpu": Note(
@@ -290,6 +297,18 @@ NOTES: dict[str, Note] = {
         results=(
             "ch07_vit_cpu_avx2_init[_seed<s>].json",
             "bench_cpu_recipe_avx2_init.json",
+        ),
+    ),
+    "cpu_avx2_b64": Note(
+        purpose="cpu_avx2_init at the cpu recipe's own batch and learning rate: the next candidate for the AVX2 half hour",
+        basis="the cpu recipe moved to the smaller batch for twice the updates per epoch; on an AVX2-only CPU "
+        "its steps train about as many images a second as the larger batch's (benchmarks.cpu_precision "
+        "--recipe cpu_avx2_b64 beside --recipe cpu_avx2_init), so the updates cost no epochs; one epoch "
+        "more than cpu_avx2_init, which left part of the half hour spare; read against cpu_avx2_init's "
+        "seeds on validation",
+        results=(
+            "ch07_vit_cpu_avx2_b64[_seed<s>].json",
+            "bench_cpu_recipe_avx2_b64.json",
         ),
     ),
 }
