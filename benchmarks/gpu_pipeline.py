@@ -184,6 +184,7 @@ def main(argv: list[str] | None = None) -> dict:
             recipe.batch_size,
             shuffle=True,
             augment=recipe.augment,
+            crop_padding=recipe.crop_padding,
             policy=policy,
             drop_last=True,
             device=device,

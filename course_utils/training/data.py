@@ -487,6 +487,7 @@ class BatchLoader:
         *,
         shuffle: bool = False,
         augment: bool = False,
+        crop_padding: int = 4,
         policy: str | None = None,
         drop_last: bool = False,
         device: torch.device | str = "cpu",
@@ -516,6 +517,7 @@ class BatchLoader:
             augment,
             drop_last,
         )
+        self.crop_padding = crop_padding
         self.policy = _policy(policy)
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self.channels_last = channels_last
@@ -549,7 +551,9 @@ class BatchLoader:
             )
             x, y = self.images[idx], self.labels[idx]
             if self.augment:
-                x = random_crop_flip(x, generator=g)
+                x = random_crop_flip(
+                    x, padding=self.crop_padding, generator=g
+                )
                 if self.policy is not None:
                     x = self.policy(x, g)
             x = normalize(x)

@@ -76,6 +76,9 @@ class Recipe:
     label_smoothing: float = 0.1
     grad_clip: float | None = 1.0
     augment: bool = True
+    # the random crop's reach: the image is zero-padded by this many pixels on each side and cut back
+    # to its size at a random place, so it moves by up to this many pixels (0: flips only)
+    crop_padding: int = 4
     # "trivial", "randaugment", "autoaugment" or None
     policy: PolicyName | None = None
     mixup_alpha: float = 0.0
@@ -111,6 +114,13 @@ class Recipe:
     fast_epochs: int = 2
 
     def __post_init__(self):
+        if not (
+            isinstance(self.crop_padding, int) and self.crop_padding >= 0
+        ):
+            raise ValueError(
+                f"recipe {self.name!r}: crop_padding={self.crop_padding!r} must be a whole number of "
+                "pixels, 0 or more (e.g. --set crop_padding=2)"
+            )
         # A misspelt choice fails here, when the recipe is made or overridden, not after the data loaded.
         for field, allowed in CHOICES.items():
             value = getattr(self, field)

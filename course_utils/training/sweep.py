@@ -517,6 +517,7 @@ def lr_range_test(
         recipe.batch_size,
         shuffle=True,
         augment=recipe.augment,
+        crop_padding=recipe.crop_padding,
         drop_last=True,
         seed=seed,
     )

@@ -433,6 +433,7 @@ def _loaders(
         recipe.batch_size,
         shuffle=True,
         augment=recipe.augment,
+        crop_padding=recipe.crop_padding,
         policy=recipe.policy,
         drop_last=True,
         device=device,

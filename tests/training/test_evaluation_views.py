@@ -125,3 +125,36 @@ def test_the_final_test_reports_each_view_beside_fewer():
         "test_acc_flip",
         "test_acc_single_view",
     } & set(plain)
+
+
+@pytest.mark.parametrize("padding", [0, 2, 4])
+def test_the_loader_moves_images_by_at_most_the_recipes_crop_padding(
+    padding,
+):
+    """A bright pixel in the centre of a black image lands within ``crop_padding`` pixels of where
+    it was, and over many draws reaches every offset up to it (so the reach is used, not just bounded)."""
+    raw = torch.zeros(256, 3, 9, 9, dtype=torch.uint8)
+    raw[:, :, 4, 4] = 255
+    loader = cdata.BatchLoader(
+        raw,
+        torch.zeros(256, dtype=torch.long),
+        256,
+        shuffle=True,
+        augment=True,
+        crop_padding=padding,
+    )
+    ((x, _),) = list(loader)
+    bright = x[:, 0].flatten(1).argmax(1)
+    rows, cols = bright // 9 - 4, bright % 9 - 4
+    assert rows.abs().max() == padding and cols.abs().max() == padding
+
+
+def test_a_recipe_refuses_a_crop_padding_that_is_not_a_pixel_count():
+    from course_utils.training.recipes import Recipe
+
+    with pytest.raises(
+        ValueError, match="crop_padding=-1 must be a whole number"
+    ):
+        Recipe(name="x", crop_padding=-1)
+    with pytest.raises(ValueError, match="crop_padding=2.5"):
+        Recipe(name="x", crop_padding=2.5)
