@@ -562,6 +562,21 @@ class BatchLoader:
             yield x, y
 
 
+def evaluation_loader(
+    images: Tensor, labels: Tensor, recipe, device: torch.device | str
+) -> BatchLoader:
+    """How validation, test and clean training images are read: in order, unaugmented, in batches of
+    ``recipe.eval_batch_size`` and in the recipe's memory format (``recipe``: a ``Recipe``, or
+    anything with ``eval_batch_size`` and ``channels_last``)."""
+    return BatchLoader(
+        images,
+        labels,
+        recipe.eval_batch_size,
+        device=device,
+        channels_last=recipe.channels_last,
+    )
+
+
 # The augmentation policies a recipe or loader may name (besides None): see ``_policy``.
 PolicyName = Literal["trivial", "report", "randaugment", "autoaugment"]
 POLICIES: tuple[str, ...] = get_args(PolicyName)

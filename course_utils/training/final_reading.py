@@ -86,12 +86,8 @@ def read_test_once(
         model = build_model(recipe).to(device)
         model.load_state_dict(ckpt["best_state"])
         amp = choose_amp(recipe, model, device, log)
-        loader = cdata.BatchLoader(
-            split.test_images,
-            split.test_labels,
-            recipe.eval_batch_size,
-            device=device,
-            channels_last=recipe.channels_last,
+        loader = cdata.evaluation_loader(
+            split.test_images, split.test_labels, recipe, device
         )
         test = final_test(model, loader, None, amp, flip=True, shifts=())
         record = run_record(summary, about, part)

@@ -442,21 +442,16 @@ def _loaders(
         world_size=world,
         channels_last=recipe.channels_last,
     )
-    val_loader = cdata.BatchLoader(
-        data.val_images,
-        data.val_labels,
-        recipe.eval_batch_size,
-        device=device,
-        channels_last=recipe.channels_last,
+    val_loader = cdata.evaluation_loader(
+        data.val_images, data.val_labels, recipe, device
     )
     clean = min(recipe.clean_train_eval, len(data.train_images))
     clean_loader = (
-        cdata.BatchLoader(
+        cdata.evaluation_loader(
             data.train_images[:clean],
             data.train_labels[:clean],
-            recipe.eval_batch_size,
-            device=device,
-            channels_last=recipe.channels_last,
+            recipe,
+            device,
         )
         if clean
         else None
@@ -705,12 +700,8 @@ def _test_once(
 ) -> None:
     """The test set, evaluated once, with the best-validation weights (saved as ``out/best_model.pt``)."""
     trainer.model.load_state_dict(best_state)
-    test_loader = cdata.BatchLoader(
-        data.test_images,
-        data.test_labels,
-        recipe.eval_batch_size,
-        device=trainer.device,
-        channels_last=recipe.channels_last,
+    test_loader = cdata.evaluation_loader(
+        data.test_images, data.test_labels, recipe, trainer.device
     )
     summary.update(
         final_test(
