@@ -305,8 +305,8 @@ NOTES: dict[str, Note] = {
     "cpu_avx2_b64": Note(
         purpose="cpu_avx2_init at the cpu recipe's own batch and learning rate: the next candidate for the AVX2 half hour",
         basis="the cpu recipe moved to the smaller batch for twice the updates per epoch; on an AVX2-only CPU "
-        "its steps train about as many images a second as the larger batch's (benchmarks.cpu_precision "
-        "--recipe cpu_avx2_b64 beside --recipe cpu_avx2_init), so the updates cost no epochs; one epoch "
+        "an epoch of the smaller batch takes little longer than one of the larger (each run's history "
+        "holds its epochs' times, beside cpu_avx2_init's), so the updates cost few epochs; one epoch "
         "more than cpu_avx2_init, which left part of the half hour spare; read against cpu_avx2_init's "
         "seeds on validation",
         results=(
