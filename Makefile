@@ -136,7 +136,7 @@ train-cpu-avx2-init: $(STAMP) ## results/ch07_vit_cpu_avx2_init*.json, bench_cpu
 train-cpu-avx2-b64: $(STAMP) ## results/ch07_vit_cpu_avx2_b64*.json, bench_cpu_recipe_avx2_b64.json: cpu_avx2_init at the cpu recipe's batch and learning rate
 	$(EXP).cpu_recipe --recipe cpu_avx2_b64 --seeds 0 1 2
 
-train-cpu-avx2-pad2: $(STAMP) ## results/ch07_vit_cpu_avx2_pad2*.json, bench_cpu_recipe_avx2_pad2.json: cpu_avx2_init with two-pixel crops
+train-cpu-avx2-pad2: $(STAMP) ## results/ch07_vit_cpu_avx2_pad2*.json, bench_cpu_recipe_avx2_pad2.json: cpu_avx2_b64 with two-pixel crops
 	$(EXP).cpu_recipe --recipe cpu_avx2_pad2 --seeds 0 1 2
 
 train-resnet: $(STAMP) ## results/ch07_resnet_cpu*.json, bench_resnet_recipe.json: the resnet recipe (after train-cpu, same machine)
