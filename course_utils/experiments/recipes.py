@@ -205,6 +205,11 @@ RECIPES["cpu_avx2_b64"] = apply_overrides(
 RECIPES["cpu_avx2_pad2"] = apply_overrides(
     RECIPES["cpu_avx2_b64"], dict(crop_padding=2), name="cpu_avx2_pad2"
 )
+RECIPES["cpu_avx2_seqpool"] = apply_overrides(
+    RECIPES["cpu_avx2_pad2"],
+    {"model_kwargs.pool": "seq"},
+    name="cpu_avx2_seqpool",
+)
 
 NOTES: dict[str, Note] = {
     "cpu": Note(
@@ -323,6 +328,18 @@ NOTES: dict[str, Note] = {
         results=(
             "ch07_vit_cpu_avx2_pad2[_seed<s>].json",
             "bench_cpu_recipe_avx2_pad2.json",
+        ),
+    ),
+    "cpu_avx2_seqpool": Note(
+        purpose="cpu_avx2_pad2 with sequence pooling instead of the CLS token",
+        basis="Compact Convolutional Transformers (Hassani et al., 2021) compare the same small ViT "
+        "with a CLS token (ViT-Lite) and with sequence pooling (CVT) on CIFAR-10, and the pooled one "
+        "tests higher: every patch token's output reaches the head, weighted by a learned score, "
+        "instead of the one token that has to gather the others through attention.  It also drops one "
+        "of the seventeen tokens; read against cpu_avx2_pad2 on validation",
+        results=(
+            "ch07_vit_cpu_avx2_seqpool[_seed<s>].json",
+            "bench_cpu_recipe_avx2_seqpool.json",
         ),
     ),
 }

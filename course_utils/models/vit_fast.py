@@ -7,14 +7,17 @@ inside each block is computed differently: one ``(3d, d)`` projection and PyTorc
 ``scaled_dot_product_attention``, without materialising the weights.  ``attention_maps`` still
 reads the weights through the reference's readable path.
 
-Two levers the reference does not have, for chapter 08's ablations (both off by default, and
-then nothing is drawn from the random generator that the reference does not draw):
-``drop_path`` (stochastic depth, section 8.2: each block's two residual branches are dropped per
-sample with a probability rising linearly from 0 at the first block to ``drop_path`` at the
-last) and ``init="pytorch"`` (PyTorch's default initialisation of each layer instead of the
-course's truncated normal, the one a learner gets who writes no initialisation).
+Three levers the reference does not have, for chapter 08's ablations and chapter 07's recipes
+(all off by default, and then nothing is drawn from the random generator that the reference does
+not draw): ``drop_path`` (stochastic depth, section 8.2: each block's two residual branches are
+dropped per sample with a probability rising linearly from 0 at the first block to
+``drop_path`` at the last), ``init="pytorch"`` (PyTorch's default initialisation of each layer
+instead of the course's truncated normal, the one a learner gets who writes no initialisation)
+and ``pool="seq"`` (sequence pooling, as in Compact Convolutional Transformers: no CLS token; the
+head reads a learned softmax-weighted mean of the patch tokens).
 
-Shapes: tokens ``(B, N, dim)``; heads ``(B, H, N, dim / H)``.
+Shapes: tokens ``(B, N, dim)`` (``N`` counts the CLS token when there is one); heads
+``(B, H, N, dim / H)``.
 """
 
 from __future__ import annotations
@@ -56,14 +59,25 @@ class FastViT(ViT):
     """``references.vit.ViT`` built from ``FastEncoderBlock``: ``forward(images (B, C, H, W)) -> (B, classes)``.
 
     ``drop_path``: the last block's stochastic-depth rate (0: off); ``init``: ``"course"`` (the
-    reference's truncated normal) or ``"pytorch"`` (each layer's own default).
+    reference's truncated normal) or ``"pytorch"`` (each layer's own default); ``pool``: ``"cls"``
+    (the reference's CLS token) or ``"seq"`` (sequence pooling: ``pos_embed (1, N, dim)``, no
+    ``cls_token``, and a ``seq_pool`` layer scoring each token).
     """
 
     block_type = FastEncoderBlock
 
     def __init__(
-        self, *args, drop_path: float = 0.0, init: str = "course", **kwargs
+        self,
+        *args,
+        drop_path: float = 0.0,
+        init: str = "course",
+        pool: str = "cls",
+        **kwargs,
     ):
+        if pool not in ("cls", "seq"):
+            raise ValueError(
+                f"FastViT: pool={pool!r} is not a choice; choose 'cls' or 'seq'"
+            )
         if init not in ("course", "pytorch"):
             raise ValueError(
                 f"FastViT: init={init!r} is not a choice; choose 'course' or 'pytorch'"
@@ -79,6 +93,18 @@ class FastViT(ViT):
             rate = drop_path * i / max(depth - 1, 1)
             if rate > 0:
                 block.drop_path = StochasticDepth(rate, mode="row")
+        self.seq_pool: nn.Linear | None = None
+        if pool == "seq":
+            # the patch tokens' positions, without the CLS token's slot; created after the
+            # reference's parameters so that "cls" draws exactly what the reference draws
+            self.pos_embed = nn.Parameter(
+                self.pos_embed.detach()[:, 1:].clone()
+            )
+            del self.cls_token
+            self.seq_pool = nn.Linear(self.head.in_features, 1)
+            # zero scores: training starts from the plain mean of the tokens
+            nn.init.zeros_(self.seq_pool.weight)
+            nn.init.zeros_(self.seq_pool.bias)
 
     def _init(self) -> None:
         if self._course_init:
@@ -86,6 +112,28 @@ class FastViT(ViT):
         else:  # PyTorch's defaults for the layers; the two embeddings have none, so small random ones
             nn.init.normal_(self.pos_embed, std=0.02)
             nn.init.normal_(self.cls_token, std=0.02)
+
+    def no_weight_decay(self) -> set[str]:
+        return super().no_weight_decay() & set(dict(self.named_parameters()))
+
+    def tokens(self, images: Tensor) -> Tensor:
+        """``(B, C, H, W) -> (B, N, dim)``: the reference's tokens, or with ``pool="seq"`` the
+        patch tokens alone, plus positions."""
+        if self.seq_pool is None:
+            return super().tokens(images)
+        self.check_images(images)
+        return self.dropout(self.patch_embed(images) + self.pos_embed)
+
+    def forward(self, images: Tensor) -> Tensor:
+        if self.seq_pool is None:
+            return super().forward(images)
+        x = self.tokens(images)
+        for block in self.blocks:
+            x = block(x)
+        x = self.norm(x)
+        # (B, N, 1): a softmax over the tokens, in float32 under autocast
+        weights = torch.softmax(self.seq_pool(x).float(), dim=1).to(x.dtype)
+        return self.head((weights * x).sum(dim=1))
 
 
 def fused_self_attention(mha: MultiHeadAttention, x: Tensor) -> Tensor:

@@ -231,6 +231,13 @@ class ViT(nn.Module):
 
     def tokens(self, images: Tensor) -> Tensor:
         """``(B, C, H, W) -> (B, N+1, dim)``: patch tokens behind the CLS token, plus positions."""
+        self.check_images(images)
+        x = self.patch_embed(images)
+        cls = self.cls_token.expand(x.shape[0], -1, -1)
+        return self.dropout(torch.cat([cls, x], dim=1) + self.pos_embed)
+
+    def check_images(self, images: Tensor) -> None:
+        """A clear error for anything but a batch of ``img_size`` x ``img_size`` images."""
         if images.dim() != 4:
             raise ValueError(
                 f"ViT: expected a batch of images (B, C, H, W), got shape {tuple(images.shape)}; "
@@ -243,9 +250,6 @@ class ViT(nn.Module):
             raise ValueError(
                 f"ViT: expected {self.img_size}x{self.img_size} images, got {tuple(images.shape)}"
             )
-        x = self.patch_embed(images)
-        cls = self.cls_token.expand(x.shape[0], -1, -1)
-        return self.dropout(torch.cat([cls, x], dim=1) + self.pos_embed)
 
     def forward(self, images: Tensor) -> Tensor:
         x = self.tokens(images)

@@ -494,3 +494,41 @@ def test_fast_vit_levers_stochastic_depth_and_initialisation():
         FastViT(16, 4, 10, 24, 2, 3, 48, init="xavier")
     with pytest.raises(ValueError, match="drop_path"):
         FastViT(16, 4, 10, 24, 2, 3, 48, drop_path=1.5)
+
+
+def test_fast_vit_sequence_pooling():
+    """``pool="seq"``: no CLS token, one position per patch, and the head reads the softmax-weighted
+    mean of the normalised patch tokens (the plain mean at the start); "cls" stays the reference."""
+    torch.manual_seed(3)
+    plain = FastViT(16, 4, 10, 24, 2, 3, 48)
+    torch.manual_seed(3)
+    pooled = FastViT(16, 4, 10, 24, 2, 3, 48, pool="seq")
+    assert not hasattr(pooled, "cls_token")
+    assert pooled.pos_embed.shape == (1, 16, 24)
+    torch.testing.assert_close(pooled.pos_embed, plain.pos_embed[:, 1:])
+    assert pooled.no_weight_decay() == {"pos_embed"}
+    assert plain.seq_pool is None
+    images = torch.randn(5, 3, 16, 16)
+    with torch.no_grad():
+        pooled.head.weight.normal_()
+        pooled.eval()
+        x = pooled.tokens(images)
+        assert x.shape == (5, 16, 24)
+        for block in pooled.blocks:
+            x = block(x)
+        x = pooled.norm(x)
+        # zero scores at the start: the plain mean of the tokens
+        torch.testing.assert_close(
+            pooled(images), pooled.head(x.mean(dim=1))
+        )
+        pooled.seq_pool.weight.normal_()
+        scores = (x @ pooled.seq_pool.weight.T).squeeze(-1)
+        weights = torch.softmax(scores, dim=1)
+        expected = pooled.head(torch.einsum("bn,bnd->bd", weights, x))
+        torch.testing.assert_close(pooled(images), expected)
+        maps = pooled.attention_maps(images)
+        assert len(maps) == 2 and maps[0].shape == (5, 3, 16, 16)
+    with pytest.raises(ValueError, match="pool='mean' is not a choice"):
+        FastViT(16, 4, 10, 24, 2, 3, 48, pool="mean")
+    with pytest.raises(ValueError, match="expected 16x16 images"):
+        pooled(torch.randn(1, 3, 8, 8))
