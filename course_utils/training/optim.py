@@ -31,6 +31,20 @@ def lr_factor(
         return lambda step: warmup_cosine_lr(
             step, total_steps, warmup_steps, 1.0
         )
+    if schedule == "linear":
+        # the same warm-up, then a straight line to 0 at total_steps: a short run keeps more of its
+        # steps at a useful rate than under the cosine's long tail near 0
+        if total_steps <= warmup_steps:
+            raise ValueError(
+                f"linear schedule: total_steps={total_steps} must exceed warmup_steps={warmup_steps}"
+            )
+        return lambda step: (
+            step / warmup_steps
+            if step < warmup_steps
+            else max(
+                0.0, (total_steps - step) / (total_steps - warmup_steps)
+            )
+        )
     if schedule == "noam":
         # Shaped like the Transformer paper's schedule, rescaled so that its peak (at the end of
         # the warmup) is the recipe's lr: d_model only sets the scale, which lr already does.
@@ -42,7 +56,7 @@ def lr_factor(
             min(1.0, step / warmup_steps) if warmup_steps else 1.0
         )
     raise ValueError(
-        f"unknown schedule {schedule!r}: choose 'cosine', 'noam' or 'constant'"
+        f"unknown schedule {schedule!r}: choose 'cosine', 'linear', 'noam' or 'constant'"
     )
 
 

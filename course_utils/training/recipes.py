@@ -46,7 +46,7 @@ T = TypeVar("T")
 # from them), and ``Recipe`` checks them when it is made or replaced.
 ModelName = Literal["vit", "cct", "resnet"]
 OptimizerName = Literal["adamw", "sgd"]
-ScheduleName = Literal["cosine", "noam", "constant"]
+ScheduleName = Literal["cosine", "linear", "noam", "constant"]
 AmpName = Literal["auto", "bf16", "fp16", "none"]
 CompileMode = Literal[
     "default",
@@ -72,7 +72,7 @@ class Recipe:
     lr: float = 1e-3
     weight_decay: float = 0.05
     warmup_epochs: float = 1.0
-    schedule: ScheduleName = "cosine"  # "cosine" (warmup + cosine), "noam" (warmup + 1/sqrt(step)) or "constant"
+    schedule: ScheduleName = "cosine"  # "cosine" (warmup + cosine), "linear" (warmup + straight line to 0), "noam" (warmup + 1/sqrt(step)) or "constant"
     label_smoothing: float = 0.1
     grad_clip: float | None = 1.0
     augment: bool = True

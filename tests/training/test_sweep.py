@@ -42,6 +42,15 @@ def test_lr_factor_schedules_follow_the_references():
         1.0,
     ]
     assert lr_factor("constant", 100, 0)(0) == 1.0
+    linear = lr_factor("linear", 100, 10)
+    # the same warm-up, then a straight line from 1 at step 10 to 0 at step 100
+    assert [linear(s) for s in (0, 5, 10, 55, 100, 120)] == pytest.approx(
+        [0.0, 0.5, 1.0, 0.5, 0.0, 0.0]
+    )
+    # below the cosine early on, above it in the tail
+    assert linear(30) < cosine(30) and linear(80) > cosine(80)
+    with pytest.raises(ValueError, match="must exceed warmup_steps"):
+        lr_factor("linear", 10, 10)
     with pytest.raises(ValueError, match="unknown schedule"):
         lr_factor("step", 100, 0)
 
