@@ -399,7 +399,8 @@ class ViT(nn.Module):
         """Parameters the trainer does not decay: embeddings, not weights of a map."""
         return {"cls_token", "pos_embed"}
 
-    def _check(self, images: Tensor) -> None:
+    def check_images(self, images: Tensor) -> None:
+        """A clear error for anything but a batch of ``img_size`` x ``img_size`` images."""
         if images.dim() != 4:
             raise ValueError(
                 f"ViT: expected a batch of images (B, C, H, W), got shape {tuple(images.shape)}; "
@@ -426,7 +427,7 @@ class ViT(nn.Module):
         return params
 
     def forward(self, images: Tensor) -> Tensor:
-        self._check(images)
+        self.check_images(images)
         x = self.patch_embed(images)
         x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
         x = torch.func.functional_call(
@@ -437,7 +438,7 @@ class ViT(nn.Module):
     @torch.no_grad()
     def attention_maps(self, images: Tensor) -> list[Tensor]:
         """Attention weights of every block, ``depth`` tensors of shape ``(B, H, N+1, N+1)`` (eval mode)."""
-        self._check(images)
+        self.check_images(images)
         x = self.patch_embed(images)
         x = (
             torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)

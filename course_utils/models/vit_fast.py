@@ -135,6 +135,20 @@ class FastViT(ViT):
         weights = torch.softmax(self.seq_pool(x).float(), dim=1).to(x.dtype)
         return self.head((weights * x).sum(dim=1))
 
+    @torch.no_grad()
+    def attention_maps(self, images: Tensor) -> list[Tensor]:
+        """Every block's attention weights, ``depth`` tensors ``(B, H, N, N)`` (``N + 1`` with a CLS token)."""
+        if self.seq_pool is None:
+            return super().attention_maps(images)
+        # the reference's loop, written here because the class edition's twin of the reference
+        # builds its maps with the CLS token in place
+        x, maps = self.tokens(images), []
+        for block in self.blocks:
+            h = block.norm1(x)
+            maps.append(block.attn(h, h, h)[1])
+            x = block(x)
+        return maps
+
 
 def fused_self_attention(mha: MultiHeadAttention, x: Tensor) -> Tensor:
     """``mha(x, x, x)[0]`` for ``x (B, N, d)`` without the ``(B, H, N, N)`` weights kept for backward."""

@@ -532,3 +532,17 @@ def test_fast_vit_sequence_pooling():
         FastViT(16, 4, 10, 24, 2, 3, 48, pool="mean")
     with pytest.raises(ValueError, match="expected 16x16 images"):
         pooled(torch.randn(1, 3, 8, 8))
+
+
+def test_the_class_editions_vit_twin_has_the_image_check_fast_vit_calls():
+    """``FastViT(pool="seq")`` calls ``check_images`` on its base class, which the class edition
+    swaps for ``models.twins.ViT``: both must have it, with the same error."""
+    from course_utils.models import twins
+
+    for base in (vit.ViT, twins.ViT):
+        model = base(16, 4, 10, 24, 2, 3, 48)
+        model.check_images(torch.randn(2, 3, 16, 16))
+        with pytest.raises(ValueError, match="expected 16x16 images"):
+            model.check_images(torch.randn(1, 3, 8, 8))
+        with pytest.raises(ValueError, match="unsqueeze"):
+            model.check_images(torch.randn(3, 16, 16))
