@@ -435,15 +435,18 @@ class ViT(nn.Module):
         )
         return self.head(x[:, 0])
 
+    def tokens(self, images: Tensor) -> Tensor:
+        """``(B, C, H, W) -> (B, N+1, dim)``: patch tokens behind the CLS token, plus positions (what
+        the first block reads; ``forward`` leaves the positions to torchvision's encoder)."""
+        self.check_images(images)
+        x = self.patch_embed(images)
+        cls = self.cls_token.expand(x.shape[0], -1, -1)
+        return self.dropout(torch.cat([cls, x], dim=1) + self.pos_embed)
+
     @torch.no_grad()
     def attention_maps(self, images: Tensor) -> list[Tensor]:
         """Attention weights of every block, ``depth`` tensors of shape ``(B, H, N+1, N+1)`` (eval mode)."""
-        self.check_images(images)
-        x = self.patch_embed(images)
-        x = (
-            torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
-            + self.pos_embed
-        )
+        x = self.tokens(images)
         maps = []
         for block in self.blocks:
             x, weights = block.weighed(x)

@@ -61,7 +61,8 @@ class FastViT(ViT):
     ``drop_path``: the last block's stochastic-depth rate (0: off); ``init``: ``"course"`` (the
     reference's truncated normal) or ``"pytorch"`` (each layer's own default); ``pool``: ``"cls"``
     (the reference's CLS token) or ``"seq"`` (sequence pooling: ``pos_embed (1, N, dim)``, no
-    ``cls_token``, and a ``seq_pool`` layer scoring each token).
+    ``cls_token``, and a ``seq_pool`` layer scoring each token).  ``attention_maps``, inherited,
+    reads ``tokens``: ``(B, H, N, N)`` per block without a CLS token.
     """
 
     block_type = FastEncoderBlock
@@ -134,20 +135,6 @@ class FastViT(ViT):
         # (B, N, 1): a softmax over the tokens, in float32 under autocast
         weights = torch.softmax(self.seq_pool(x).float(), dim=1).to(x.dtype)
         return self.head((weights * x).sum(dim=1))
-
-    @torch.no_grad()
-    def attention_maps(self, images: Tensor) -> list[Tensor]:
-        """Every block's attention weights, ``depth`` tensors ``(B, H, N, N)`` (``N + 1`` with a CLS token)."""
-        if self.seq_pool is None:
-            return super().attention_maps(images)
-        # the reference's loop, written here because the class edition's twin of the reference
-        # builds its maps with the CLS token in place
-        x, maps = self.tokens(images), []
-        for block in self.blocks:
-            h = block.norm1(x)
-            maps.append(block.attn(h, h, h)[1])
-            x = block(x)
-        return maps
 
 
 def fused_self_attention(mha: MultiHeadAttention, x: Tensor) -> Tensor:

@@ -546,3 +546,24 @@ def test_the_class_editions_vit_twin_has_the_image_check_fast_vit_calls():
             model.check_images(torch.randn(1, 3, 8, 8))
         with pytest.raises(ValueError, match="unsqueeze"):
             model.check_images(torch.randn(3, 16, 16))
+
+
+def test_the_class_editions_vit_twin_has_the_reference_tokens_and_maps():
+    """``attention_maps`` reads ``tokens`` on the reference and on its class-edition twin alike, so a
+    subclass that changes the tokens (``FastViT(pool="seq")``) changes the maps on either base."""
+    from course_utils.models import twins
+
+    torch.manual_seed(0)
+    reference = vit.ViT(16, 4, 10, 24, 2, 3, 48).eval()
+    twin = twins.ViT(16, 4, 10, 24, 2, 3, 48).eval()
+    twin.load_state_dict(reference.state_dict())
+    images = torch.randn(3, 3, 16, 16)
+    torch.testing.assert_close(twin.tokens(images), reference.tokens(images))
+    for got, want in zip(
+        twin.attention_maps(images),
+        reference.attention_maps(images),
+        strict=True,
+    ):
+        torch.testing.assert_close(got, want)
+    with pytest.raises(ValueError, match="expected 16x16 images"):
+        twin.attention_maps(torch.randn(1, 3, 8, 8))
