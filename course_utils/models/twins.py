@@ -426,10 +426,17 @@ class ViT(nn.Module):
             )
         return params
 
-    def forward(self, images: Tensor) -> Tensor:
+    def _cls_and_patches(self, images: Tensor) -> Tensor:
+        """``(B, C, H, W) -> (B, N+1, dim)``: the CLS token, then the patch tokens; no positions."""
         self.check_images(images)
         x = self.patch_embed(images)
-        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+        return torch.cat(
+            [self.cls_token.expand(x.shape[0], -1, -1), x], dim=1
+        )
+
+    def forward(self, images: Tensor) -> Tensor:
+        # torchvision's encoder adds the positions (and its dropout) itself
+        x = self._cls_and_patches(images)
         x = torch.func.functional_call(
             _shell(self._shell, self), self._encoder_parameters(), (x,)
         )
@@ -437,11 +444,8 @@ class ViT(nn.Module):
 
     def tokens(self, images: Tensor) -> Tensor:
         """``(B, C, H, W) -> (B, N+1, dim)``: patch tokens behind the CLS token, plus positions (what
-        the first block reads; ``forward`` leaves the positions to torchvision's encoder)."""
-        self.check_images(images)
-        x = self.patch_embed(images)
-        cls = self.cls_token.expand(x.shape[0], -1, -1)
-        return self.dropout(torch.cat([cls, x], dim=1) + self.pos_embed)
+        the first block reads)."""
+        return self.dropout(self._cls_and_patches(images) + self.pos_embed)
 
     @torch.no_grad()
     def attention_maps(self, images: Tensor) -> list[Tensor]:
