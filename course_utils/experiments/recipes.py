@@ -213,6 +213,18 @@ RECIPES["cpu_avx2_seqpool"] = apply_overrides(
 RECIPES["cpu_avx2_linear"] = apply_overrides(
     RECIPES["cpu_avx2_pad2"], dict(schedule="linear"), name="cpu_avx2_linear"
 )
+RECIPES["cpu_stem2"] = apply_overrides(
+    RECIPES["cpu"],
+    {
+        "model_kwargs.stem_convs": 2,
+        "model_kwargs.depth": 3,
+        "model_kwargs.init": "pytorch",
+        "crop_padding": 2,
+        "schedule": "linear",
+        "epochs": 26,
+    },
+    name="cpu_stem2",
+)
 
 NOTES: dict[str, Note] = {
     "cpu": Note(
@@ -356,6 +368,22 @@ NOTES: dict[str, Note] = {
         results=(
             "ch07_vit_cpu_avx2_linear[_seed<s>].json",
             "bench_cpu_recipe_avx2_linear.json",
+        ),
+    ),
+    "cpu_stem2": Note(
+        purpose="the cpu recipe's next candidate on 2 cores with native bf16: more of the work in the tokenizer",
+        basis="the cpu recipe's ViT tests lower than the ResNet-20 of the same half hour (chapter 07), "
+        "whose 19 convolutions all work at 32x32 to 8x8, where the ViT's tokenizer has one per "
+        "resolution: this one has two of each width (32x32, 16x16, 8x8: a VGG-like stem, the "
+        "inductive-bias lever Compact Convolutional Transformers pull further) and one encoder "
+        "block fewer, so that an epoch costs about what the cpu recipe's does "
+        "(each run's history holds its epochs' times); with the three changes the AVX2 line read "
+        "higher together (PyTorch's initialisation, two-pixel crops, a linear decay to zero: "
+        "cpu_avx2_init, cpu_avx2_pad2, cpu_avx2_linear), and the epochs that leave part of the half "
+        "hour spare on an idle machine.  Read against the cpu recipe's seeds on validation",
+        results=(
+            "ch07_vit_cpu_stem2[_seed<s>].json",
+            "bench_cpu_recipe_stem2.json",
         ),
     ),
 }

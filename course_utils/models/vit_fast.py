@@ -13,8 +13,10 @@ not draw): ``drop_path`` (stochastic depth, section 8.2: each block's two residu
 dropped per sample with a probability rising linearly from 0 at the first block to
 ``drop_path`` at the last), ``init="pytorch"`` (PyTorch's default initialisation of each layer
 instead of the course's truncated normal, the one a learner gets who writes no initialisation)
-and ``pool="seq"`` (sequence pooling, as in Compact Convolutional Transformers: no CLS token; the
-head reads a learned softmax-weighted mean of the patch tokens).
+``pool="seq"`` (sequence pooling, as in Compact Convolutional Transformers: no CLS token; the
+head reads a learned softmax-weighted mean of the patch tokens) and ``stem_convs`` (that many
+conv layers per width of the convolutional tokenizer, ``references.vit.ConvTokenizer``'s
+``convs_per_stage``).
 
 Shapes: tokens ``(B, N, dim)`` (``N`` counts the CLS token when there is one); heads
 ``(B, H, N, dim / H)``.
@@ -32,7 +34,7 @@ from ..references.multihead import (
     merge_heads,
     split_heads,
 )
-from ..references.vit import EncoderBlock, ViT
+from ..references.vit import ConvTokenizer, EncoderBlock, ViT
 
 __all__ = ["FastEncoderBlock", "FastViT"]
 
@@ -61,7 +63,8 @@ class FastViT(ViT):
     ``drop_path``: the last block's stochastic-depth rate (0: off); ``init``: ``"course"`` (the
     reference's truncated normal) or ``"pytorch"`` (each layer's own default); ``pool``: ``"cls"``
     (the reference's CLS token) or ``"seq"`` (sequence pooling: ``pos_embed (1, N, dim)``, no
-    ``cls_token``, and a ``seq_pool`` layer scoring each token).  ``attention_maps``, inherited,
+    ``cls_token``, and a ``seq_pool`` layer scoring each token); ``stem_convs``: conv layers per
+    tokenizer width (1: the reference's tokenizer).  ``attention_maps``, inherited,
     reads ``tokens``: ``(B, H, N, N)`` per block without a CLS token.
     """
 
@@ -73,6 +76,7 @@ class FastViT(ViT):
         drop_path: float = 0.0,
         init: str = "course",
         pool: str = "cls",
+        stem_convs: int = 1,
         **kwargs,
     ):
         if pool not in ("cls", "seq"):
@@ -89,6 +93,22 @@ class FastViT(ViT):
             )
         self._course_init = init == "course"
         super().__init__(*args, **kwargs)
+        if stem_convs != 1:
+            if not isinstance(self.patch_embed, ConvTokenizer):
+                raise ValueError(
+                    "FastViT: stem_convs needs a convolutional tokenizer; give stem_channels too"
+                )
+            old = self.patch_embed
+            # no initialisation of the reference's touches a convolution or a batch norm, so
+            # the new tokenizer keeps PyTorch's defaults under either init
+            self.patch_embed = ConvTokenizer(
+                self.img_size,
+                old.patch_size,
+                old.in_chans,
+                old.dim,
+                old.channels,
+                convs_per_stage=stem_convs,
+            )
         depth = len(self.blocks)
         for i, block in enumerate(self.blocks):
             rate = drop_path * i / max(depth - 1, 1)

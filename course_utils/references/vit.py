@@ -86,6 +86,9 @@ class ConvTokenizer(nn.Module):
     """Conv3x3-BN-ReLU layers with 2x2 max-pools until the image shrinks by ``patch_size``.
 
     ``forward(images) -> (B, N, dim)`` with the same N as a ``PatchEmbedding`` of that patch size.
+    ``convs_per_stage`` conv layers of each width in ``channels`` (the pool follows the last of
+    them): more of the work done at the finer resolutions, where a convolution's locality helps
+    most; the last layer, to ``dim``, stays one.
     """
 
     def __init__(
@@ -95,6 +98,8 @@ class ConvTokenizer(nn.Module):
         in_chans: int,
         dim: int,
         channels: tuple[int, ...],
+        *,
+        convs_per_stage: int = 1,
     ):
         super().__init__()
         pools = int(math.log2(patch_size))
@@ -102,23 +107,30 @@ class ConvTokenizer(nn.Module):
             raise ValueError(
                 f"ConvTokenizer: patch_size must be a power of 2, got {patch_size}"
             )
+        if convs_per_stage < 1:
+            raise ValueError(
+                f"ConvTokenizer: convs_per_stage must be at least 1, got {convs_per_stage}"
+            )
         widths = list(channels) + [dim]
         layers, c_in = [], in_chans
         for i, c_out in enumerate(widths):
-            layers += [
-                nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
-                nn.BatchNorm2d(c_out),
-                nn.ReLU(inplace=True),
-            ]
+            for _ in range(convs_per_stage if i < len(channels) else 1):
+                layers += [
+                    nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
+                    nn.BatchNorm2d(c_out),
+                    nn.ReLU(inplace=True),
+                ]
+                c_in = c_out
             if i < pools:
                 layers.append(nn.MaxPool2d(2))
-            c_in = c_out
         if pools > len(widths):
             raise ValueError(
                 f"ConvTokenizer: {len(widths)} conv layers cannot downsample by {patch_size}"
             )
         self.net = nn.Sequential(*layers)
         self.num_patches = (img_size // patch_size) ** 2
+        self.patch_size, self.in_chans, self.dim = patch_size, in_chans, dim
+        self.channels = tuple(channels)
 
     def forward(self, images: Tensor) -> Tensor:
         return self.net(images).flatten(2).transpose(1, 2)
