@@ -376,8 +376,8 @@ NOTES: dict[str, Note] = {
         "whose 19 convolutions all work at 32x32 to 8x8, where the ViT's tokenizer has one per "
         "resolution: this one has two of each width (32x32, 16x16, 8x8: a VGG-like stem, the "
         "inductive-bias lever Compact Convolutional Transformers pull further) and one encoder "
-        "block fewer, so that an epoch costs about what the cpu recipe's does "
-        "(each run's history holds its epochs' times); with the three changes the AVX2 line read "
+        "block fewer, so that an epoch costs a little more than the cpu recipe's and a few "
+        "epochs fewer fill the half hour (each run's history holds its epochs' times); with the three changes the AVX2 line read "
         "higher together (PyTorch's initialisation, two-pixel crops, a linear decay to zero: "
         "cpu_avx2_init, cpu_avx2_pad2, cpu_avx2_linear), and the epochs that leave part of the half "
         "hour spare on an idle machine.  Read against the cpu recipe's seeds on validation",

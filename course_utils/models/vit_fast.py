@@ -7,7 +7,7 @@ inside each block is computed differently: one ``(3d, d)`` projection and PyTorc
 ``scaled_dot_product_attention``, without materialising the weights.  ``attention_maps`` still
 reads the weights through the reference's readable path.
 
-Three levers the reference does not have, for chapter 08's ablations and chapter 07's recipes
+Four levers the reference does not have, for chapter 08's ablations and chapter 07's recipes
 (all off by default, and then nothing is drawn from the random generator that the reference does
 not draw): ``drop_path`` (stochastic depth, section 8.2: each block's two residual branches are
 dropped per sample with a probability rising linearly from 0 at the first block to

@@ -388,6 +388,54 @@ def test_conv_tokenizer_gives_as_many_tokens_as_patches(patch, channels):
         assert isinstance(model.patch_embed, vit.ConvTokenizer)
 
 
+def test_conv_tokenizer_stacks_convs_per_stage_before_each_pool():
+    """``convs_per_stage=k``: k conv layers of each width in ``channels``, the pool after the last of
+    them, then one layer to ``dim``; the grid and the tokens' shape stay those of one per stage."""
+    single = vit.ConvTokenizer(32, 4, 3, 24, (8, 16))
+    double = vit.ConvTokenizer(32, 4, 3, 24, (8, 16), convs_per_stage=2)
+    convs = [m for m in double.net if isinstance(m, torch.nn.Conv2d)]
+    assert [(c.in_channels, c.out_channels) for c in convs] == [
+        (3, 8),
+        (8, 8),
+        (8, 16),
+        (16, 16),
+        (16, 24),
+    ]
+    kinds = [type(m).__name__ for m in double.net]
+    # each pool follows the second conv-BN-ReLU of its width
+    assert [i for i, k in enumerate(kinds) if k == "MaxPool2d"] == [6, 13]
+    images = torch.randn(2, 3, 32, 32)
+    assert double.eval()(images).shape == single.eval()(images).shape
+    assert double.num_patches == single.num_patches == 64
+    with pytest.raises(
+        ValueError, match="convs_per_stage must be at least 1"
+    ):
+        vit.ConvTokenizer(32, 4, 3, 24, (8, 16), convs_per_stage=0)
+
+
+def test_fast_vit_stem_convs_deepens_the_tokenizer_only():
+    """``stem_convs=1`` is the reference's tokenizer; 2 swaps in one with two convolutions per
+    width and leaves every other parameter's shape as it was."""
+    torch.manual_seed(0)
+    plain = FastViT(32, 8, 10, 24, 2, 3, 48, stem_channels=(8, 16, 16))
+    deep = FastViT(
+        32, 8, 10, 24, 2, 3, 48, stem_channels=(8, 16, 16), stem_convs=2
+    )
+    count = lambda m: sum(  # noqa: E731
+        isinstance(x, torch.nn.Conv2d) for x in m.patch_embed.modules()
+    )
+    assert (count(plain), count(deep)) == (4, 7)
+    outside = lambda m: {  # noqa: E731
+        k: v.shape
+        for k, v in m.state_dict().items()
+        if not k.startswith("patch_embed.")
+    }
+    assert outside(plain) == outside(deep)
+    assert deep(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+    with pytest.raises(ValueError, match="stem_convs needs a convolutional"):
+        FastViT(32, 8, 10, 24, 2, 3, 48, stem_convs=2)
+
+
 def test_the_cpu_recipe_model_shapes():
     from course_utils.experiments.recipes import RECIPES
     from course_utils.training.recipes import build_model
@@ -401,6 +449,10 @@ def test_the_cpu_recipe_model_shapes():
         192,
     )
     assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+    deeper = build_model(RECIPES["cpu_stem2"]).eval()
+    assert deeper.pos_embed.shape == model.pos_embed.shape
+    assert len(deeper.blocks) == len(model.blocks) - 1
+    assert deeper(torch.randn(2, 3, 32, 32)).shape == (2, 10)
 
 
 @pytest.mark.parametrize(
