@@ -60,7 +60,10 @@ def _with_cells(*codes: str):
 
 
 def _probe(course, student: str) -> list[str]:
-    """The PROBE lines printed in ``student``'s autograded notebook."""
+    """The PROBE lines printed in ``student``'s autograded notebook.
+
+    A cell's printed text is read whole: a kernel under load may flush one ``print`` as several
+    stream outputs (``"PROBE"``, then ``" forked clean"``), which a notebook shows as one line."""
     nb = nbformat.read(
         course / "autograde" / "autograded" / student / CID / f"{CID}.ipynb",
         as_version=4,
@@ -69,8 +72,11 @@ def _probe(course, student: str) -> list[str]:
         line
         for c in nb.cells
         if c.cell_type == "code"
-        for o in c.get("outputs", [])
-        for line in o.get("text", "").splitlines()
+        for line in "".join(
+            o.get("text", "")
+            for o in c.get("outputs", [])
+            if o.get("output_type") == "stream" and o.get("name") == "stdout"
+        ).splitlines()
         if line.startswith("PROBE")
     ]
 
