@@ -373,14 +373,16 @@ NOTES: dict[str, Note] = {
     "cpu_stem2": Note(
         purpose="the cpu recipe's next candidate on 2 cores with native bf16: more of the work in the tokenizer",
         basis="the cpu recipe's ViT tests lower than the ResNet-20 of the same half hour (chapter 07), "
-        "whose 19 convolutions all work at 32x32 to 8x8, where the ViT's tokenizer has one per "
+        "whose 19 3x3 convolutions all work at 32x32 to 8x8, where the ViT's tokenizer has one per "
         "resolution: this one has two of each width (32x32, 16x16, 8x8: a VGG-like stem, the "
         "inductive-bias lever Compact Convolutional Transformers pull further) and one encoder "
         "block fewer, so that an epoch costs a little more than the cpu recipe's and a few "
         "epochs fewer fill the half hour (each run's history holds its epochs' times); with the three changes the AVX2 line read "
         "higher together (PyTorch's initialisation, two-pixel crops, a linear decay to zero: "
-        "cpu_avx2_init, cpu_avx2_pad2, cpu_avx2_linear), and the epochs that leave part of the half "
-        "hour spare on an idle machine.  Read against the cpu recipe's seeds on validation",
+        "cpu_avx2_init, cpu_avx2_pad2, cpu_avx2_linear), and the epochs a side-by-side step benchmark "
+        "of the candidate models fitted into the half hour; they leave too little spare (a seed on a "
+        "slower hour of the shared machine ran past it: chapter 07), so its next version trains one "
+        "fewer.  Read against the cpu recipe's seeds on validation",
         results=(
             "ch07_vit_cpu_stem2[_seed<s>].json",
             "bench_cpu_recipe_stem2.json",
