@@ -30,7 +30,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help venv book serve test lab execute release class-edition collect autograde feedback grades clean \
 	score-functions layer-comparison position-extrapolation seq2seq train-laptop train-cpu train-cpu-float32 \
-	train-cpu-avx2 train-cpu-avx2-init train-cpu-avx2-b64 train-cpu-avx2-pad2 train-cpu-avx2-seqpool train-cpu-avx2-linear train-cpu-stem2 train-resnet sweep levers-model method-half-hour method-test sweep-cpu noise-rule train-gpu train-gpu-short gpu-window gpu-method gpu-lease gpu-window-prep jpeg-cost \
+	train-cpu-avx2 train-cpu-avx2-init train-cpu-avx2-b64 train-cpu-avx2-pad2 train-cpu-avx2-seqpool train-cpu-avx2-linear train-cpu-stem2 train-cpu-stem2-pad4 train-resnet sweep levers-model method-half-hour method-test sweep-cpu noise-rule train-gpu train-gpu-short gpu-window gpu-method gpu-lease gpu-window-prep jpeg-cost \
 	bench bench-cpu-precision bench-cpu-precision-avx2 gpu-check notebook-times
 
 help: ## this list: every target's `## ` note, then every variable's `#> ` note with its default
@@ -147,6 +147,9 @@ train-cpu-avx2-linear: $(STAMP) ## results/ch07_vit_cpu_avx2_linear*.json, bench
 
 train-cpu-stem2: $(STAMP) ## results/ch07_vit_cpu_stem2*.json, bench_cpu_recipe_stem2.json: the cpu recipe with two convolutions per tokenizer width, on 2 cores with native bf16
 	$(EXP).cpu_recipe --recipe cpu_stem2 --seeds 0 1 2
+
+train-cpu-stem2-pad4: $(STAMP) ## results/ch07_vit_cpu_stem2_pad4*.json, bench_cpu_recipe_stem2_pad4.json: cpu_stem2 with four-pixel crops and one epoch fewer
+	$(EXP).cpu_recipe --recipe cpu_stem2_pad4 --seeds 0 1 2
 
 train-resnet: $(STAMP) ## results/ch07_resnet_cpu*.json, bench_resnet_recipe.json: the resnet recipe (after train-cpu, same machine)
 	$(EXP).cpu_recipe --recipe resnet --seeds 0 1 2

@@ -198,6 +198,24 @@ def test_the_stored_precision_benchmark_holds_the_compiled_variants():
         )
 
 
+def test_cpu_stem2_pad4_is_cpu_stem2_with_wider_crops_and_one_epoch_fewer():
+    """The candidate reads against cpu_stem2 seed for seed, so nothing else may differ: the model,
+    the optimiser, the test views and the rest of the augmentation stay those of cpu_stem2."""
+    from course_utils.experiments.recipes import RECIPES
+
+    base, pad4 = (
+        RECIPES["cpu_stem2"].to_dict(),
+        RECIPES["cpu_stem2_pad4"].to_dict(),
+    )
+    assert {k for k in base if base[k] != pad4[k]} == {
+        "name",
+        "crop_padding",
+        "epochs",
+    }
+    assert (base["crop_padding"], pad4["crop_padding"]) == (2, 4)
+    assert pad4["epochs"] == base["epochs"] - 1
+
+
 def test_the_float32_recipe_is_the_cpu_recipe_with_fewer_float32_epochs(
     monkeypatch,
 ):
