@@ -386,8 +386,8 @@ NOTES: dict[str, Note] = {
         "higher together (PyTorch's initialisation, two-pixel crops, a linear decay to zero: "
         "cpu_avx2_init, cpu_avx2_pad2, cpu_avx2_linear), and the epochs a side-by-side step benchmark "
         "of the candidate models fitted into the half hour; they leave too little spare (a seed on a "
-        "slower hour of the shared machine ran past it: chapter 07), so its next version trains one "
-        "fewer.  Read against the cpu recipe's seeds on validation",
+        "slower hour of the shared machine ran past it: chapter 07), so its next version, "
+        "cpu_stem2_pad4, trains one fewer.  Read against the cpu recipe's seeds on validation",
         results=(
             "ch07_vit_cpu_stem2[_seed<s>].json",
             "bench_cpu_recipe_stem2.json",
