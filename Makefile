@@ -30,8 +30,8 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help venv book serve test lab execute release class-edition collect autograde feedback grades clean \
 	score-functions layer-comparison position-extrapolation seq2seq train-laptop train-cpu train-cpu-float32 \
-	train-cpu-avx2 train-cpu-avx2-init train-cpu-avx2-b64 train-cpu-avx2-pad2 train-cpu-avx2-seqpool train-cpu-avx2-linear train-cpu-stem2 train-cpu-stem2-pad4 train-resnet sweep levers-model method-half-hour method-test sweep-cpu noise-rule train-gpu train-gpu-short gpu-window gpu-method gpu-lease gpu-window-prep jpeg-cost \
-	bench bench-cpu-precision bench-cpu-precision-avx2 gpu-check notebook-times
+	train-cpu-avx2 train-cpu-avx2-init train-cpu-avx2-b64 train-cpu-avx2-pad2 train-cpu-avx2-seqpool train-cpu-avx2-linear train-cpu-stem2 train-cpu-stem2-pad4 train-cpu-stem122 train-resnet sweep levers-model method-half-hour method-test sweep-cpu noise-rule train-gpu train-gpu-short gpu-window gpu-method gpu-lease gpu-window-prep jpeg-cost \
+	bench bench-cpu-precision bench-cpu-precision-avx2 bench-cpu-recipe-steps gpu-check notebook-times
 
 help: ## this list: every target's `## ` note, then every variable's `#> ` note with its default
 	@awk '/^##@ / {printf "\n%s\n", substr($$0, 5)} \
@@ -151,6 +151,9 @@ train-cpu-stem2: $(STAMP) ## results/ch07_vit_cpu_stem2*.json, bench_cpu_recipe_
 train-cpu-stem2-pad4: $(STAMP) ## results/ch07_vit_cpu_stem2_pad4*.json, bench_cpu_recipe_stem2_pad4.json: cpu_stem2 with four-pixel crops and one epoch fewer
 	$(EXP).cpu_recipe --recipe cpu_stem2_pad4 --seeds 0 1 2
 
+train-cpu-stem122: $(STAMP) ## results/ch07_vit_cpu_stem122*.json, bench_cpu_recipe_stem122.json: cpu_stem2_pad4 with one convolution at 32x32
+	$(EXP).cpu_recipe --recipe cpu_stem122 --seeds 0 1 2
+
 train-resnet: $(STAMP) ## results/ch07_resnet_cpu*.json, bench_resnet_recipe.json: the resnet recipe (after train-cpu, same machine)
 	$(EXP).cpu_recipe --recipe resnet --seeds 0 1 2
 
@@ -214,6 +217,9 @@ bench-cpu-precision: $(STAMP) ## results/bench_cpu_precision.json: the cpu recip
 
 bench-cpu-precision-avx2: $(STAMP) ## results/bench_cpu_precision_avx2.json: the same for cpu_avx2, on an AVX2-only CPU
 	$(PY) -m benchmarks.cpu_precision --no-compile --recipe cpu_avx2 --result bench_cpu_precision_avx2
+
+bench-cpu-recipe-steps: $(STAMP) ## results/bench_cpu_recipe_steps.json: cpu_stem2_pad4's and cpu_stem122's training steps side by side
+	$(PY) -m benchmarks.cpu_recipe_steps
 
 gpu-check: $(STAMP) ## on a CUDA GPU: the tests' GPU paths, results/bench_gpu_pipeline*.json, bench_trivial_augment.json
 	$(PY) -m pytest tests/references/test_references_on_devices.py tests/references/test_attention_kernels.py tests/training/test_augment.py -q

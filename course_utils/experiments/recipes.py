@@ -230,6 +230,11 @@ RECIPES["cpu_stem2_pad4"] = apply_overrides(
     dict(crop_padding=4, epochs=RECIPES["cpu_stem2"].epochs - 1),
     name="cpu_stem2_pad4",
 )
+RECIPES["cpu_stem122"] = apply_overrides(
+    RECIPES["cpu_stem2_pad4"],
+    {"model_kwargs.stem_convs": (1, 2, 2), "epochs": 29},
+    name="cpu_stem122",
+)
 
 NOTES: dict[str, Note] = {
     "cpu": Note(
@@ -404,6 +409,22 @@ NOTES: dict[str, Note] = {
         results=(
             "ch07_vit_cpu_stem2_pad4[_seed<s>].json",
             "bench_cpu_recipe_stem2_pad4.json",
+        ),
+    ),
+    "cpu_stem122": Note(
+        purpose="cpu_stem2_pad4 with one convolution at full resolution instead of two, and the epochs "
+        "the time saved buys",
+        basis="a profile of cpu_stem2_pad4's step puts its largest single cost in the tokenizer's "
+        "32x32 stage, where 32 channels at full resolution make each layer's batch norm, ReLU and "
+        "convolution move more memory than any later layer, for few of the step's FLOPs; with one "
+        "layer there (widths 32, 64, 128 with 1, 2, 2 layers) an image trains faster, side by side in "
+        "one run (benchmarks.cpu_recipe_steps, bench_cpu_recipe_steps.json), and the epochs are those "
+        "of that ratio less a spare for a slower hour of the shared machine.  Read against "
+        "cpu_stem2_pad4's seeds on validation",
+        results=(
+            "ch07_vit_cpu_stem122[_seed<s>].json",
+            "bench_cpu_recipe_stem122.json",
+            "bench_cpu_recipe_steps.json",
         ),
     ),
 }

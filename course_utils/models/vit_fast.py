@@ -64,7 +64,7 @@ class FastViT(ViT):
     reference's truncated normal) or ``"pytorch"`` (each layer's own default); ``pool``: ``"cls"``
     (the reference's CLS token) or ``"seq"`` (sequence pooling: ``pos_embed (1, N, dim)``, no
     ``cls_token``, and a ``seq_pool`` layer scoring each token); ``stem_convs``: conv layers per
-    tokenizer width (1: the reference's tokenizer).  ``attention_maps``, inherited,
+    tokenizer width, one number for all or a tuple with one per width (1: the reference's tokenizer).  ``attention_maps``, inherited,
     reads ``tokens``: ``(B, H, N, N)`` per block without a CLS token.
     """
 
@@ -76,7 +76,7 @@ class FastViT(ViT):
         drop_path: float = 0.0,
         init: str = "course",
         pool: str = "cls",
-        stem_convs: int = 1,
+        stem_convs: int | tuple[int, ...] = 1,
         **kwargs,
     ):
         if pool not in ("cls", "seq"):

@@ -88,7 +88,8 @@ class ConvTokenizer(nn.Module):
     ``forward(images) -> (B, N, dim)`` with the same N as a ``PatchEmbedding`` of that patch size.
     ``convs_per_stage`` conv layers of each width in ``channels`` (the pool follows the last of
     them): more of the work done at the finer resolutions, where a convolution's locality helps
-    most; the last layer, to ``dim``, stays one.
+    most; the last layer, to ``dim``, stays one.  A tuple gives each width its own count, e.g.
+    ``(1, 2, 2)``: one layer at full resolution, where a layer costs the most memory traffic.
     """
 
     def __init__(
@@ -99,7 +100,7 @@ class ConvTokenizer(nn.Module):
         dim: int,
         channels: tuple[int, ...],
         *,
-        convs_per_stage: int = 1,
+        convs_per_stage: int | tuple[int, ...] = 1,
     ):
         super().__init__()
         pools = int(math.log2(patch_size))
@@ -107,14 +108,24 @@ class ConvTokenizer(nn.Module):
             raise ValueError(
                 f"ConvTokenizer: patch_size must be a power of 2, got {patch_size}"
             )
-        if convs_per_stage < 1:
+        counts = (
+            tuple(convs_per_stage)
+            if isinstance(convs_per_stage, (tuple, list))
+            else (convs_per_stage,) * len(channels)
+        )
+        if len(counts) != len(channels):
+            raise ValueError(
+                f"ConvTokenizer: convs_per_stage={tuple(counts)} gives {len(counts)} counts for "
+                f"{len(channels)} widths {tuple(channels)}; give one count per width, or one number"
+            )
+        if not all(isinstance(n, int) and n >= 1 for n in counts):
             raise ValueError(
                 f"ConvTokenizer: convs_per_stage must be at least 1, got {convs_per_stage}"
             )
         widths = list(channels) + [dim]
         layers, c_in = [], in_chans
         for i, c_out in enumerate(widths):
-            for _ in range(convs_per_stage if i < len(channels) else 1):
+            for _ in range(counts[i] if i < len(channels) else 1):
                 layers += [
                     nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
                     nn.BatchNorm2d(c_out),

@@ -216,6 +216,66 @@ def test_cpu_stem2_pad4_is_cpu_stem2_with_wider_crops_and_one_epoch_fewer():
     assert pad4["epochs"] == base["epochs"] - 1
 
 
+def test_cpu_stem122_is_cpu_stem2_pad4_with_one_full_resolution_conv_and_more_epochs():
+    """The candidate reads against cpu_stem2_pad4 seed for seed: only the tokenizer's first width
+    loses a layer (1, 2, 2 instead of 2, 2, 2) and the epochs grow; the rest of the model, the
+    optimiser, the augmentation and the test views stay."""
+    from course_utils.experiments.recipes import RECIPES
+
+    base, lite = (
+        RECIPES["cpu_stem2_pad4"].to_dict(),
+        RECIPES["cpu_stem122"].to_dict(),
+    )
+    assert {k for k in base if base[k] != lite[k]} == {
+        "name",
+        "model_kwargs",
+        "epochs",
+    }
+    assert {
+        k
+        for k in base["model_kwargs"].keys() | lite["model_kwargs"].keys()
+        if base["model_kwargs"].get(k) != lite["model_kwargs"].get(k)
+    } == {"stem_convs"}
+    assert (
+        base["model_kwargs"]["stem_convs"],
+        lite["model_kwargs"]["stem_convs"],
+    ) == (
+        2,
+        (1, 2, 2),
+    )
+    assert lite["epochs"] > base["epochs"]
+
+
+def test_cpu_recipe_steps_benchmark_compares_recipes_per_image(tmp_path):
+    """``benchmarks.cpu_recipe_steps`` times each recipe's full training step in rotation and reports
+    images/s, FLOPs per image (the cheaper tokenizer counts fewer), the share of a matmul ceiling and
+    the time per image against the first recipe (1.0 for the first itself)."""
+    from benchmarks import cpu_recipe_steps
+
+    out = cpu_recipe_steps.main(
+        ["--rounds", "1", "--out-dir", str(tmp_path)]
+    )
+    saved = json.loads(
+        (tmp_path / "bench_cpu_recipe_steps.json").read_text()
+    )["data"]
+    assert saved == json.loads(json.dumps(out))
+    rows = out["recipes"]
+    assert list(rows) == ["cpu_stem2_pad4", "cpu_stem122"]
+    first = rows["cpu_stem2_pad4"]["time_per_image_over_first"]
+    assert first == {"median": 1.0, "min": 1.0, "max": 1.0}
+    assert (
+        rows["cpu_stem122"]["train_flops_per_image"]
+        < rows["cpu_stem2_pad4"]["train_flops_per_image"]
+    )
+    for row in rows.values():
+        assert row["train_img_per_s"] > 0 and 0 < row["share_of_ceiling"]
+        steps_fit = 1800 * row["train_img_per_s"] / out["train_images"]
+        assert abs(row["epochs_in_30_min"] - steps_fit) < 0.1
+    assert out["ceiling"]["gflop_per_s"] > 0
+    with pytest.raises(SystemExit):
+        cpu_recipe_steps.main(["--rounds", "0", "--out-dir", str(tmp_path)])
+
+
 def test_the_float32_recipe_is_the_cpu_recipe_with_fewer_float32_epochs(
     monkeypatch,
 ):

@@ -413,6 +413,29 @@ def test_conv_tokenizer_stacks_convs_per_stage_before_each_pool():
         vit.ConvTokenizer(32, 4, 3, 24, (8, 16), convs_per_stage=0)
 
 
+def test_conv_tokenizer_takes_one_count_per_width():
+    """``convs_per_stage=(1, 2)``: one layer of the first width, two of the second; a count per
+    width that does not match the widths, or a count below 1, is refused with the fix."""
+    mixed = vit.ConvTokenizer(32, 4, 3, 24, (8, 16), convs_per_stage=(1, 2))
+    convs = [m for m in mixed.net if isinstance(m, torch.nn.Conv2d)]
+    assert [(c.in_channels, c.out_channels) for c in convs] == [
+        (3, 8),
+        (8, 16),
+        (16, 16),
+        (16, 24),
+    ]
+    assert mixed.eval()(torch.randn(2, 3, 32, 32)).shape == (2, 64, 24)
+    # a list (a recipe read back from JSON) builds the same layers
+    as_list = vit.ConvTokenizer(
+        32, 4, 3, 24, (8, 16), convs_per_stage=[1, 2]
+    )
+    assert str(as_list) == str(mixed)
+    with pytest.raises(ValueError, match="one count per width"):
+        vit.ConvTokenizer(32, 4, 3, 24, (8, 16), convs_per_stage=(1, 2, 2))
+    with pytest.raises(ValueError, match="at least 1"):
+        vit.ConvTokenizer(32, 4, 3, 24, (8, 16), convs_per_stage=(0, 2))
+
+
 def test_fast_vit_stem_convs_deepens_the_tokenizer_only():
     """``stem_convs=1`` is the reference's tokenizer; 2 swaps in one with two convolutions per
     width and leaves every other parameter's shape as it was."""
