@@ -235,6 +235,11 @@ RECIPES["cpu_stem122"] = apply_overrides(
     {"model_kwargs.stem_convs": (1, 2, 2), "epochs": 29},
     name="cpu_stem122",
 )
+RECIPES["cpu_avx2_stem122"] = apply_overrides(
+    RECIPES["cpu_stem122"],
+    dict(amp="none", budget_s=1800, epochs=60),
+    name="cpu_avx2_stem122",
+)
 
 NOTES: dict[str, Note] = {
     "cpu": Note(
@@ -425,6 +430,21 @@ NOTES: dict[str, Note] = {
             "ch07_vit_cpu_stem122[_seed<s>].json",
             "bench_cpu_recipe_stem122.json",
             "bench_cpu_recipe_steps.json",
+        ),
+    ),
+    "cpu_avx2_stem122": Note(
+        purpose="the AVX2 half hour's next candidate: cpu_stem122 in float32, as many epochs as the half "
+        "hour holds on the machine that runs it",
+        basis="the AVX2 chain's best (cpu_avx2_linear) keeps the cpu recipe's one-convolution tokenizer "
+        "and falls short of the target on one view; the bf16 chain's tokenizer reads higher beyond the "
+        "noise there (chapter 07), and cpu_stem122 is its cheapest version per image.  Its epoch count "
+        "cannot be measured in advance without such a machine, so the trainer decides it after the "
+        "first epoch (budget_s: the whole epochs that fit the budget's share at the first epoch's "
+        "pace, at most `epochs`); float32, since a CPU without native bf16 trains faster in it.  "
+        "Read against cpu_avx2_linear's seeds on validation, on an AVX2-only CPU",
+        results=(
+            "ch07_vit_cpu_avx2_stem122[_seed<s>].json",
+            "bench_cpu_recipe_avx2_stem122.json",
         ),
     ),
 }

@@ -27,13 +27,15 @@ __all__ = ["RunState", "resumable", "write_history", "write_run_result"]
 class RunState:
     """How far a run has got: ``epoch`` epochs done, one ``history`` record per epoch, the best
     validation accuracy so far and the weights that reached it (``best_state``, a state_dict), and
-    the training seconds (``elapsed``, without the clean-training diagnostic and the test)."""
+    the training seconds (``elapsed``, without the clean-training diagnostic and the test), and for
+    a recipe with a time budget the epoch count decided after the first epoch (``planned_epochs``)."""
 
     epoch: int = 0
     history: list[dict] = dataclasses.field(default_factory=list)
     best_val: float = -1.0
     best_state: dict | None = None
     elapsed: float = 0.0
+    planned_epochs: int | None = None
 
     def entries(self) -> dict:
         """The checkpoint's entries for this state (not ``dataclasses.asdict``, which would copy the weights)."""
@@ -43,7 +45,14 @@ class RunState:
 
     @classmethod
     def from_checkpoint(cls, ckpt: dict) -> RunState:
-        return cls(**{f.name: ckpt[f.name] for f in dataclasses.fields(cls)})
+        # an entry added after a checkpoint was written takes its default
+        return cls(
+            **{
+                f.name: ckpt[f.name]
+                for f in dataclasses.fields(cls)
+                if f.name in ckpt
+            }
+        )
 
 
 def resumable(path: Path, recipe: Recipe, fast: bool) -> bool:

@@ -108,6 +108,12 @@ class Recipe:
     # model fits its data when the batches it trains on are mixed or strongly augmented (their own
     # accuracy, train_acc, is measured on the altered images).  Not counted in the training time.
     clean_train_eval: int = 0
+    # Train as many whole epochs as fit this many seconds (validation passes included), at most
+    # ``epochs``: the count is decided at the end of the first epoch from its time (the trainer's
+    # ``planned_epochs``), so that one recipe fills the same half hour on a slower or a faster CPU.
+    # The warm-up must cover that first epoch, whose learning rates then do not depend on the count.
+    # None: exactly ``epochs``.  Fast mode ignores it.
+    budget_s: float | None = None
     # fast mode (CI, grading): train on a subset for a few epochs
     fast_train: int = 2000
     fast_eval: int = 500
@@ -121,6 +127,20 @@ class Recipe:
                 f"recipe {self.name!r}: crop_padding={self.crop_padding!r} must be a whole number of "
                 "pixels, 0 or more (e.g. --set crop_padding=2)"
             )
+        if self.budget_s is not None:
+            if not (
+                isinstance(self.budget_s, (int, float)) and self.budget_s > 0
+            ):
+                raise ValueError(
+                    f"recipe {self.name!r}: budget_s={self.budget_s!r} must be a number of seconds "
+                    "above 0, or None for exactly `epochs` (e.g. --set budget_s=1800)"
+                )
+            if self.warmup_epochs < 1:
+                raise ValueError(
+                    f"recipe {self.name!r}: budget_s needs warmup_epochs >= 1 (got "
+                    f"{self.warmup_epochs}): the epoch count is decided after the first epoch, and "
+                    "only a warm-up's learning rates do not depend on it (e.g. --set warmup_epochs=1)"
+                )
         # A misspelt choice fails here, when the recipe is made or overridden, not after the data loaded.
         for field, allowed in CHOICES.items():
             value = getattr(self, field)

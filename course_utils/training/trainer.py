@@ -369,6 +369,12 @@ def _prepare(
             else pick_device()
         )
     device = torch.device(device)
+    if recipe.budget_s is not None and world > 1 and not fast:
+        # each process would time its own first epoch, and they must agree on the count
+        raise ValueError(
+            f"recipe {recipe.name!r}: budget_s plans the epochs from one process's first epoch; "
+            "run it in one process, or give a fixed count (--set budget_s=null epochs=N)"
+        )
     seed_everything(recipe.seed)
     epochs = recipe.fast_epochs if fast else recipe.epochs
     data = _load_data(recipe, data, fast)
@@ -469,9 +475,6 @@ def _trainer(
 ) -> Trainer:
     """The recipe's optimiser, schedule and precision around ``model``; wrapped for DDP when
     ``ddp_local_rank`` is set (this process's GPU index under torchrun) and compiled when the recipe asks."""
-    warmup_steps = min(
-        int(recipe.warmup_epochs * steps_per_epoch), total_steps - 1
-    )
     optimizer = make_optimizer(recipe, model)
     device = next(model.parameters()).device
     net: nn.Module = model
@@ -487,11 +490,45 @@ def _trainer(
     return Trainer(
         model,
         optimizer,
-        lr_factor=lr_factor(recipe.schedule, total_steps, warmup_steps),
+        lr_factor=_schedule(recipe, total_steps, steps_per_epoch),
         grad_clip=recipe.grad_clip,
         amp_dtype=choose_amp(recipe, model, device, log),
         net=net,
     )
+
+
+def _schedule(
+    recipe: Recipe, total_steps: int, steps_per_epoch: int
+) -> Callable[[int], float]:
+    """The recipe's learning-rate multiplier per step over ``total_steps``, its warm-up in epochs."""
+    warmup_steps = min(
+        int(recipe.warmup_epochs * steps_per_epoch), total_steps - 1
+    )
+    return lr_factor(recipe.schedule, total_steps, warmup_steps)
+
+
+# A budgeted run trains the whole epochs that fit this share of its budget at its first epoch's
+# pace: the epochs after the first run slower or faster on a shared machine, and the share keeps
+# the slowest of the course's stored half-hour runs inside the budget
+# (tests/training/test_budget_epochs.py reads their histories).
+BUDGET_SHARE = 0.92
+
+
+def planned_epochs(budget_s: float, first_epoch_s: float, cap: int) -> int:
+    """Whole epochs of ``first_epoch_s`` seconds in ``BUDGET_SHARE`` of ``budget_s``, at least 1 (the
+    epoch already done) and at most ``cap``."""
+    return max(1, min(cap, int(BUDGET_SHARE * budget_s // first_epoch_s)))
+
+
+def _plan(run: _Run, epochs: int) -> None:
+    """Set a budgeted run's epoch count: the schedule is stretched over ``epochs`` from the next step
+    on (the first epoch, a warm-up, took the same learning rates under any count)."""
+    run.epochs = run.state.planned_epochs = epochs
+    steps = len(run.loader)
+    factor = _schedule(run.recipe, epochs * steps, steps)
+    # LambdaLR keeps one multiplier per parameter group (decayed and not decayed: the same one)
+    scheduler = run.trainer.scheduler
+    scheduler.lr_lambdas = [factor] * len(scheduler.lr_lambdas)
 
 
 def _resume(run: _Run) -> None:
@@ -499,6 +536,8 @@ def _resume(run: _Run) -> None:
     ckpt = run.trainer.resume(run.ckpt_path)
     run.mix_gen.set_state(ckpt["mix_rng"])
     run.state = RunState.from_checkpoint(ckpt)
+    if run.state.planned_epochs is not None:
+        _plan(run, run.state.planned_epochs)
     run.log(
         f"resuming {run.recipe.name} from epoch {run.state.epoch} ({run.ckpt_path})"
     )
@@ -526,16 +565,20 @@ def _fit(
             f"{len(run.data.train_images)} training images ({run.data.source}), {epochs} epochs x "
             f"{len(run.loader)} steps, device {run.trainer.device}, world {run.world}"
         )
-    stop_at = (
-        epochs
-        if max_epochs_this_call is None
-        else min(epochs, run.state.epoch + max_epochs_this_call)
-    )
+    first = run.state.epoch
     call_start = time.perf_counter()
-    for epoch in range(run.state.epoch, stop_at):
+    # run.epochs can shrink after the first epoch (a budgeted recipe's plan), so the end is re-read
+    while run.state.epoch < (
+        stop_at := (
+            run.epochs
+            if max_epochs_this_call is None
+            else min(run.epochs, first + max_epochs_this_call)
+        )
+    ):
+        epoch = run.state.epoch
         start = time.perf_counter()
         # after that, label smoothing only
-        mixing = epoch < recipe.mix_until * epochs
+        mixing = epoch < recipe.mix_until * run.epochs
         _epoch(run, epoch, mix if mixing else smooth_only, start, on_epoch)
         _barrier(run.world)
         now = time.perf_counter()
@@ -572,6 +615,20 @@ def _epoch(
     if not run.main:
         return
     record = _record(run, fit, start)
+    if (
+        run.recipe.budget_s is not None
+        and not run.fast
+        and state.planned_epochs is None
+    ):
+        _plan(
+            run,
+            planned_epochs(run.recipe.budget_s, state.elapsed, run.epochs),
+        )
+        run.log(
+            f"{run.recipe.name}: the first epoch took {state.elapsed:.1f} s, so {run.epochs} epochs "
+            f"fit {BUDGET_SHARE:.0%} of the {run.recipe.budget_s:.0f} s budget (at most "
+            f"{run.recipe.epochs}); the schedule now ends there"
+        )
     state.history.append(record)
     if record["val_acc"] > state.best_val:
         state.best_val = record["val_acc"]

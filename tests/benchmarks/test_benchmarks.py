@@ -246,6 +246,29 @@ def test_cpu_stem122_is_cpu_stem2_pad4_with_one_full_resolution_conv_and_more_ep
     assert lite["epochs"] > base["epochs"]
 
 
+def test_cpu_avx2_stem122_is_cpu_stem122_in_float32_with_a_half_hour_budget():
+    """The AVX2 candidate trains cpu_stem122's model, optimiser and augmentation in float32, for the
+    epochs the trainer plans from its first epoch to fill half an hour (the cap never binds on a
+    CPU that trains float32 at the speeds the course has measured)."""
+    from course_utils.experiments.recipes import RECIPES
+
+    base, avx2 = (
+        RECIPES["cpu_stem122"].to_dict(),
+        RECIPES["cpu_avx2_stem122"].to_dict(),
+    )
+    assert {k for k in base if base[k] != avx2[k]} == {
+        "name",
+        "amp",
+        "budget_s",
+        "epochs",
+    }
+    assert (avx2["amp"], avx2["budget_s"]) == ("none", 1800)
+    assert avx2["epochs"] > base["epochs"]
+    assert (
+        avx2["warmup_epochs"] >= 1
+    )  # the plan is made after a warm-up epoch
+
+
 def test_cpu_recipe_steps_benchmark_compares_recipes_per_image(tmp_path):
     """``benchmarks.cpu_recipe_steps`` times each recipe's full training step in rotation and reports
     images/s, FLOPs per image (the cheaper tokenizer counts fewer), the share of a matmul ceiling and
