@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.cpu_precision import BUDGET_S, TRAIN_IMAGES
 from benchmarks.timing import in_rotation, train_step
 from course_utils.experiments.recipes import RECIPES
 from course_utils.results import NATIVE_BF16_FLAGS, cpu_flags, write_result
@@ -33,10 +34,6 @@ from course_utils.training.compute import flops_per_image
 from course_utils.training.optim import make_optimizer
 from course_utils.training.recipes import build_model
 
-BUDGET_S = 30 * 60
-TRAIN_IMAGES = (
-    45_000  # the training split (50,000 less the 5,000 validation images)
-)
 CEILING_SIZE = 1024
 
 
@@ -163,6 +160,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    import sys
-
-    main(sys.argv[1:])
+    main()
