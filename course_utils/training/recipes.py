@@ -114,6 +114,12 @@ class Recipe:
     # The warm-up must cover that first epoch, whose learning rates then do not depend on the count.
     # None: exactly ``epochs``.  Fast mode ignores it.
     budget_s: float | None = None
+    # Keep an exponential moving average of the weights (and of BatchNorm's running statistics):
+    # after every optimiser step, average = decay * average + (1 - decay) * weights, so it spans
+    # about 1 / (1 - decay) recent steps.  Validation, the choice of the best epoch and the test
+    # then read the average, and the result also records the last epoch's weights as trained on
+    # validation.  None: the weights as trained.
+    ema_decay: float | None = None
     # fast mode (CI, grading): train on a subset for a few epochs
     fast_train: int = 2000
     fast_eval: int = 500
@@ -141,6 +147,14 @@ class Recipe:
                     f"{self.warmup_epochs}): the epoch count is decided after the first epoch, and "
                     "only a warm-up's learning rates do not depend on it (e.g. --set warmup_epochs=1)"
                 )
+        if self.ema_decay is not None and not (
+            isinstance(self.ema_decay, float) and 0.0 < self.ema_decay < 1.0
+        ):
+            raise ValueError(
+                f"recipe {self.name!r}: ema_decay={self.ema_decay!r} must be a number between 0 "
+                "and 1 (the share of the average kept at each step), or None for no average "
+                "(e.g. --set ema_decay=0.999)"
+            )
         # A misspelt choice fails here, when the recipe is made or overridden, not after the data loaded.
         for field, allowed in CHOICES.items():
             value = getattr(self, field)

@@ -58,7 +58,10 @@ class Trainer:
     ``lr_factor(step)`` multiplies the optimiser's base learning rate (``LambdaLR``);
     ``grad_clip`` clips the global gradient norm; ``amp_dtype`` (bf16/fp16) turns on autocast,
     with a gradient scaler for fp16 on CUDA.  ``net`` is what runs the forward pass when it is
-    not ``model`` itself (a ``DistributedDataParallel`` or compiled wrapper).
+    not ``model`` itself (a ``DistributedDataParallel`` or compiled wrapper).  ``ema_decay`` keeps
+    an exponential moving average of ``model``'s weights and buffers, updated after every step
+    (``torch.optim.swa_utils.AveragedModel``); ``evaluated`` is the network to measure: the
+    average where there is one, ``model`` otherwise.
     """
 
     def __init__(
@@ -70,6 +73,7 @@ class Trainer:
         grad_clip: float | None = None,
         amp_dtype: torch.dtype | None = None,
         net: nn.Module | None = None,
+        ema_decay: float | None = None,
     ):
         self.model, self.optimizer, self.grad_clip, self.amp_dtype = (
             model,
@@ -90,6 +94,23 @@ class Trainer:
             enabled=amp_dtype == torch.float16
             and self.device.type == "cuda",
         )
+        self.ema = (
+            None
+            if ema_decay is None
+            else torch.optim.swa_utils.AveragedModel(
+                model,
+                multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(
+                    ema_decay
+                ),
+                # BatchNorm's running statistics are averaged with the weights they belong to
+                use_buffers=True,
+            )
+        )
+
+    @property
+    def evaluated(self) -> nn.Module:
+        """The network whose accuracy counts: the moving average when there is one, else ``model``."""
+        return self.model if self.ema is None else self.ema.module
 
     def autocast(self):
         """The forward pass's precision: ``amp_dtype`` where set, float32 otherwise."""
@@ -118,6 +139,8 @@ class Trainer:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        if self.ema is not None:
+            self.ema.update_parameters(self.model)
         if self.scheduler is not None:
             self.scheduler.step()
 
@@ -181,6 +204,7 @@ class Trainer:
             if self.scheduler
             else None,
             "scaler": self.scaler.state_dict(),
+            "ema": self.ema.state_dict() if self.ema is not None else None,
             "rng": torch.get_rng_state(),
         }
 
@@ -198,6 +222,8 @@ class Trainer:
             self.scheduler.load_state_dict(ckpt["scheduler"])
         if ckpt.get("scaler"):
             self.scaler.load_state_dict(ckpt["scaler"])
+        if self.ema is not None:
+            self.ema.load_state_dict(ckpt["ema"])
         torch.set_rng_state(ckpt["rng"])
         return ckpt
 
@@ -494,6 +520,7 @@ def _trainer(
         grad_clip=recipe.grad_clip,
         amp_dtype=choose_amp(recipe, model, device, log),
         net=net,
+        ema_decay=recipe.ema_decay,
     )
 
 
@@ -632,9 +659,10 @@ def _epoch(
     state.history.append(record)
     if record["val_acc"] > state.best_val:
         state.best_val = record["val_acc"]
+        # the weights that were measured (the moving average's, when the recipe keeps one)
         state.best_state = {
             k: v.detach().clone()
-            for k, v in run.trainer.model.state_dict().items()
+            for k, v in run.trainer.evaluated.state_dict().items()
         }
     run.trainer.save(
         run.ckpt_path,
@@ -658,7 +686,7 @@ def _record(run: _Run, fit: dict, start: float) -> dict:
     clocks (``start``: when the epoch began) and, when asked, the clean training accuracy."""
     trainer = run.trainer
     val = evaluate(
-        trainer.model,
+        trainer.evaluated,
         run.val_loader,
         trainer.amp_dtype,
         flip=run.recipe.eval_flip,
@@ -679,7 +707,9 @@ def _record(run: _Run, fit: dict, start: float) -> dict:
     }
     # after the clock: a diagnostic, not part of the training time
     if run.clean_loader is not None:
-        seen = evaluate(trainer.model, run.clean_loader, trainer.amp_dtype)
+        seen = evaluate(
+            trainer.evaluated, run.clean_loader, trainer.amp_dtype
+        )
         record.update(
             clean_train_loss=seen["loss"], clean_train_acc=seen["acc"]
         )
@@ -722,6 +752,15 @@ def _finish(run: _Run, summary: dict, evaluate_test: bool) -> None:
             ),
         }
     )
+    if run.trainer.ema is not None:
+        # what the average adds, read on validation on the same run: the last epoch's weights as
+        # trained (the history's val_acc is the average's)
+        summary["val_acc_last_epoch_trained_weights"] = evaluate(
+            run.trainer.model,
+            run.val_loader,
+            run.trainer.amp_dtype,
+            flip=run.recipe.eval_flip,
+        )["acc"]
     if evaluate_test:
         _test_once(
             run.trainer,

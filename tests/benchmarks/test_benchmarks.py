@@ -246,6 +246,20 @@ def test_cpu_stem122_is_cpu_stem2_pad4_with_one_full_resolution_conv_and_more_ep
     assert lite["epochs"] > base["epochs"]
 
 
+def test_cpu_stem122_ema_is_cpu_stem122_with_a_moving_average_only():
+    """The candidate reads against cpu_stem122 seed for seed: the same model, data order, optimiser,
+    schedule and epochs (the average does not touch the weights being trained), measured as the
+    average."""
+    from course_utils.experiments.recipes import RECIPES
+
+    base, ema = (
+        RECIPES["cpu_stem122"].to_dict(),
+        RECIPES["cpu_stem122_ema"].to_dict(),
+    )
+    assert {k for k in base if base[k] != ema[k]} == {"name", "ema_decay"}
+    assert (base["ema_decay"], ema["ema_decay"]) == (None, 0.999)
+
+
 def test_cpu_avx2_stem122_is_cpu_stem122_in_float32_with_a_half_hour_budget():
     """The AVX2 candidate trains cpu_stem122's model, optimiser and augmentation in float32, for the
     epochs the trainer plans from its first epoch to fill half an hour (the cap never binds on a
