@@ -437,12 +437,13 @@ NOTES: dict[str, Note] = {
     ),
     "cpu_stem122_ema": Note(
         purpose="cpu_stem122 measured and kept as a moving average of its weights (ema_decay 0.999)",
-        basis="cpu_stem122 reads 1.5 to 2 points higher on two views than on one: its predictions still "
-        "move with the last steps' noise, which an average of the weights over about the last 1,000 "
-        "steps (1.4 epochs of 703) smooths without a second forward pass at test time.  The decay is a "
-        "first choice from that span, not tuned; the average costs under a millisecond a step on 2 "
-        "cores, so the epochs stay cpu_stem122's.  The result also records the trained weights' last "
-        "validation beside the average's.  Read against cpu_stem122's seeds on validation",
+        basis="cpu_stem122's seeds test more than a point higher on two views than on one: their "
+        "predictions still move with the last steps' noise, which an average of the weights over about "
+        "the last 1 / (1 - decay) steps (about an epoch and a half here) smooths without a second "
+        "forward pass at test time.  The decay is a first choice from that span, not tuned; the "
+        "average's update is one pass over the weights a step, small beside the step, so the epochs "
+        "stay cpu_stem122's.  The result also records the trained weights' last validation beside the "
+        "average's.  Read against cpu_stem122's seeds on validation",
         results=(
             "ch07_vit_cpu_stem122_ema[_seed<s>].json",
             "bench_cpu_recipe_stem122_ema.json",
