@@ -69,14 +69,6 @@ def test_a_budget_the_trainer_cannot_plan_is_refused_with_the_fix(
         dataclasses.replace(RECIPES["smoke"], **fields)
 
 
-@pytest.fixture
-def split():
-    from course_utils.training import data as cdata
-
-    raw = cdata.synthetic_cifar(n_train=640, n_test=128, seed=0)
-    return cdata.split_validation(raw, val_size=128, seed=0)
-
-
 def _metrics(summary: dict) -> list[tuple]:
     return [
         (h["epoch"], round(h["train_loss"], 6), h["val_acc"], h["lr"])

@@ -59,14 +59,6 @@ def test_without_a_decay_the_trained_weights_are_measured():
     assert trainer.ema is None and trainer.evaluated is model
 
 
-@pytest.fixture
-def split():
-    from course_utils.training import data as cdata
-
-    raw = cdata.synthetic_cifar(n_train=640, n_test=128, seed=0)
-    return cdata.split_validation(raw, val_size=128, seed=0)
-
-
 def _metrics(summary: dict) -> list[tuple]:
     return [
         (h["epoch"], round(h["train_loss"], 6), h["val_acc"], h["val_loss"])
