@@ -260,6 +260,37 @@ def test_cpu_stem122_ema_is_cpu_stem122_with_a_moving_average_only():
     assert (base["ema_decay"], ema["ema_decay"]) == (None, 0.999)
 
 
+def test_cpu_stem122_screens_change_one_optimiser_setting_each():
+    """Each screen reads against cpu_stem122's seed 0 with one setting moved: the learning rate by a
+    factor sqrt(2) either way (rounded), or the label smoothing doubled."""
+    import math
+
+    from course_utils.experiments.recipes import RECIPES
+
+    base = RECIPES["cpu_stem122"].to_dict()
+    moved = {}
+    for name in (
+        "cpu_stem122_lr_down",
+        "cpu_stem122_lr_up",
+        "cpu_stem122_ls2",
+    ):
+        screen = RECIPES[name].to_dict()
+        (changed,) = {k for k in base if base[k] != screen[k]} - {"name"}
+        moved[name] = (changed, screen[changed] / base[changed])
+    assert (
+        moved["cpu_stem122_lr_down"][0]
+        == moved["cpu_stem122_lr_up"][0]
+        == "lr"
+    )
+    assert math.isclose(
+        moved["cpu_stem122_lr_down"][1], 1 / math.sqrt(2), rel_tol=0.02
+    )
+    assert math.isclose(
+        moved["cpu_stem122_lr_up"][1], math.sqrt(2), rel_tol=0.02
+    )
+    assert moved["cpu_stem122_ls2"] == ("label_smoothing", 2.0)
+
+
 def test_cpu_avx2_stem122_is_cpu_stem122_in_float32_with_a_half_hour_budget():
     """The AVX2 candidate trains cpu_stem122's model, optimiser and augmentation in float32, for the
     epochs the trainer plans from its first epoch to fill half an hour (the cap never binds on a
