@@ -399,13 +399,16 @@ def random_crop_flip(
     *,
     padding: int = 4,
     flip: bool = True,
+    mirror: Tensor | None = None,
     generator: torch.Generator | None = None,
 ) -> Tensor:
     """Per-image random crop (after zero padding) and horizontal flip, for a whole batch at once.
 
-    ``images`` ``(B, C, H, W)`` of any dtype -> same shape and dtype.  Every output pixel is
-    read with one ``gather`` from the padded batch (flat index ``row * width + col``), so the
-    cost is a single pass over the batch, not B small copies.
+    ``images`` ``(B, C, H, W)`` of any dtype -> same shape and dtype.  ``mirror`` (bool ``(B,)``)
+    says which images to flip instead of the random draw (with ``flip``, each image with
+    probability 1/2).
+    Every output pixel is read with one ``gather`` from the padded batch (flat index
+    ``row * width + col``), so the cost is a single pass over the batch, not B small copies.
     """
     if images.dim() != 4:
         raise ValueError(
@@ -427,13 +430,24 @@ def random_crop_flip(
     rows = dy[:, None] + torch.arange(h, device=images.device)[None, :]
     # (B, W)
     cols = dx[:, None] + torch.arange(w, device=images.device)[None, :]
+    if mirror is not None and (
+        mirror.shape != (b,) or mirror.dtype != torch.bool
+    ):
+        raise ValueError(
+            f"random_crop_flip: mirror must be bool ({b},), one per image, got "
+            f"{mirror.dtype} {tuple(mirror.shape)}"
+        )
     if flip:
-        mirror = (
+        # drawn even when ``mirror`` is given, so that the generator's later draws (the next
+        # batches' crops) are the same either way
+        drawn = (
             torch.rand(b, generator=generator, device=gen_device).to(
                 images.device, non_blocking=True
             )
             < 0.5
         )
+        mirror = drawn if mirror is None else mirror.to(images.device)
+    if mirror is not None:
         cols = torch.where(mirror[:, None], cols.flip(1), cols)
     # (B, 1, H*W)
     index = (rows[:, :, None] * (w + 2 * padding) + cols[:, None, :]).view(
@@ -477,6 +491,11 @@ class BatchLoader:
     Iterating yields ``(images float (B, 3, H, W), labels (B,))``.  ``set_epoch(e)`` makes the
     order depend only on (seed, epoch), so a resumed run sees the same batches.  With
     ``rank``/``world_size`` each process takes its share of every global batch (DDP).
+
+    ``flip`` (with ``augment``): "random" mirrors each image with probability 1/2 in every epoch;
+    "alternate" draws each image's orientation once (seeded) and turns it over every epoch, so
+    any two consecutive epochs show every image both ways round (Jordan, 2024, "94% on CIFAR-10
+    in 3.29 seconds": for short runs it does what a few more epochs of random flips do).
     """
 
     def __init__(
@@ -489,6 +508,7 @@ class BatchLoader:
         augment: bool = False,
         crop_padding: int = 4,
         policy: str | None = None,
+        flip: FlipName = "random",
         drop_last: bool = False,
         device: torch.device | str = "cpu",
         seed: int = 0,
@@ -519,12 +539,30 @@ class BatchLoader:
         )
         self.crop_padding = crop_padding
         self.policy = _policy(policy)
+        if flip not in FLIPS:
+            raise ValueError(
+                f"BatchLoader: flip={flip!r} is not one of {FLIPS} (e.g. flip='alternate')"
+            )
+        self.flip = flip
+        self._first_mirror: Tensor | None = None
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self.channels_last = channels_last
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
+
+    def _mirror(self, idx: Tensor) -> Tensor:
+        """ "alternate" flips: bool ``(len(idx),)``, each image's first orientation turned over in
+        odd epochs (the first orientations come from their own seeded stream, and
+        ``random_crop_flip`` still makes its own draw, so the orders and crops stay those of
+        "random")."""
+        if self._first_mirror is None:
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 - 1)
+            self._first_mirror = (
+                torch.rand(len(self.images), generator=g) < 0.5
+            ).to(self.device)
+        return self._first_mirror[idx] ^ bool(self.epoch % 2)
 
     def __len__(self) -> int:
         n = len(self.images)
@@ -552,7 +590,12 @@ class BatchLoader:
             x, y = self.images[idx], self.labels[idx]
             if self.augment:
                 x = random_crop_flip(
-                    x, padding=self.crop_padding, generator=g
+                    x,
+                    padding=self.crop_padding,
+                    mirror=self._mirror(idx)
+                    if self.flip == "alternate"
+                    else None,
+                    generator=g,
                 )
                 if self.policy is not None:
                     x = self.policy(x, g)
@@ -576,6 +619,10 @@ def evaluation_loader(
         channels_last=recipe.channels_last,
     )
 
+
+# How training images are mirrored: see ``BatchLoader``.
+FlipName = Literal["random", "alternate"]
+FLIPS: tuple[str, ...] = get_args(FlipName)
 
 # The augmentation policies a recipe or loader may name (besides None): see ``_policy``.
 PolicyName = Literal["trivial", "report", "randaugment", "autoaugment"]

@@ -28,7 +28,7 @@ from torch import nn
 from ..models.compact import CompactTransformer
 from ..models.resnet import cifar_resnet
 from ..models.vit_fast import FastViT
-from .data import CLASSES, PolicyName
+from .data import CLASSES, FlipName, PolicyName
 
 __all__ = [
     "Recipe",
@@ -79,6 +79,9 @@ class Recipe:
     # the random crop's reach: the image is zero-padded by this many pixels on each side and cut back
     # to its size at a random place, so it moves by up to this many pixels (0: flips only)
     crop_padding: int = 4
+    # how the augmentation mirrors images: "random" (each image, each epoch, with probability 1/2)
+    # or "alternate" (each image's orientation drawn once, then turned over every epoch)
+    flip: FlipName = "random"
     # "trivial", "randaugment", "autoaugment" or None
     policy: PolicyName | None = None
     mixup_alpha: float = 0.0

@@ -466,6 +466,7 @@ def _loaders(
         shuffle=True,
         augment=recipe.augment,
         crop_padding=recipe.crop_padding,
+        flip=recipe.flip,
         policy=recipe.policy,
         drop_last=True,
         device=device,

@@ -260,9 +260,9 @@ def test_cpu_stem122_ema_is_cpu_stem122_with_a_moving_average_only():
     assert (base["ema_decay"], ema["ema_decay"]) == (None, 0.999)
 
 
-def test_cpu_stem122_screens_change_one_optimiser_setting_each():
+def test_cpu_stem122_screens_change_one_setting_each():
     """Each screen reads against cpu_stem122's seed 0 with one setting moved: the learning rate by a
-    factor sqrt(2) either way (rounded), or the label smoothing doubled."""
+    factor sqrt(2) either way (rounded), the label smoothing doubled, or the flips alternating."""
     import math
 
     from course_utils.experiments.recipes import RECIPES
@@ -289,6 +289,9 @@ def test_cpu_stem122_screens_change_one_optimiser_setting_each():
         moved["cpu_stem122_lr_up"][1], math.sqrt(2), rel_tol=0.02
     )
     assert moved["cpu_stem122_ls2"] == ("label_smoothing", 2.0)
+    flips = RECIPES["cpu_stem122_altflip"].to_dict()
+    assert {k for k in base if base[k] != flips[k]} == {"name", "flip"}
+    assert (base["flip"], flips["flip"]) == ("random", "alternate")
 
 
 def test_cpu_avx2_stem122_is_cpu_stem122_in_float32_with_a_half_hour_budget():
