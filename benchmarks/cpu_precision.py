@@ -29,18 +29,23 @@ its bf16 is native; where it is not, bf16 is emulated and its row shows how slow
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import statistics
 from pathlib import Path
 
 import torch
 
-from benchmarks.timing import in_rotation, train_step
+from benchmarks.timing import (
+    TRAIN_IMAGES,
+    epochs_in_half_hour,
+    in_rotation,
+    ratio_spread,
+    seeded_model,
+    synthetic_batch,
+    train_step,
+)
 from course_utils.experiments.recipes import RECIPES
 from course_utils.results import NATIVE_BF16_FLAGS, cpu_flags, write_result
-from course_utils.training.recipes import build_model
 
-TRAIN_IMAGES, BUDGET_S = 45_000, 30 * 60
 # name -> (autocast to bf16, channels-last memory format)
 VARIANTS = {
     "bf16, channels-last": (True, True),
@@ -85,27 +90,18 @@ def main(argv: list[str] | None = None) -> dict:
     recipe = RECIPES[args.recipe]
     batch = recipe.batch_size
     variants = VARIANTS if args.no_compile else {**VARIANTS, **COMPILED}
-    models, optimizers, inputs = {}, {}, {}
+    models, optimizers, batches = {}, {}, {}
     for name, (_, channels_last) in variants.items():
-        torch.manual_seed(0)  # the same initial weights in every variant
-        model = build_model(dataclasses.replace(recipe))
-        fmt = (
-            torch.channels_last if channels_last else torch.contiguous_format
-        )
-        model = model.to(memory_format=fmt)
+        # the same initial weights and batch in every variant
+        model = seeded_model(recipe, channels_last)
         optimizers[name] = torch.optim.AdamW(model.parameters(), lr=1e-4)
         models[name] = torch.compile(model) if name in COMPILED else model
-        inputs[name] = torch.randn(
-            batch, 3, 32, 32, generator=torch.Generator().manual_seed(1)
-        ).contiguous(memory_format=fmt)
-    y = torch.randint(
-        0, 10, (batch,), generator=torch.Generator().manual_seed(2)
-    )
+        batches[name] = synthetic_batch(batch, channels_last)
 
     steps = {
         name: (
             lambda n=name: train_step(
-                models[n], optimizers[n], inputs[n], y, variants[n][0]
+                models[n], optimizers[n], *batches[n], variants[n][0]
             )
         )
         for name in variants
@@ -127,26 +123,20 @@ def main(argv: list[str] | None = None) -> dict:
     rows = {}
     for name in variants:
         per_s = batch / statistics.median(seconds[name])
-        ratios = [a / b for a, b in zip(seconds[name], seconds[reference])]
         rows[name] = {
             "train_img_per_s": round(per_s, 1),
-            "epochs_in_30_min": round(BUDGET_S * per_s / TRAIN_IMAGES, 1),
-            "step_time_over_bf16": {
-                "median": round(statistics.median(ratios), 3),
-                "min": round(min(ratios), 3),
-                "max": round(max(ratios), 3),
-            },
+            "epochs_in_30_min": epochs_in_half_hour(per_s),
+            "step_time_over_bf16": ratio_spread(
+                seconds[name], seconds[reference]
+            ),
         }
         # against the same precision without torch.compile, round by round
         if name in compile_s:
             eager = name.removesuffix(", compiled")
-            own = [a / b for a, b in zip(seconds[name], seconds[eager])]
             rows[name]["first_step_s"] = compile_s[name]
-            rows[name]["step_time_over_eager"] = {
-                "median": round(statistics.median(own), 3),
-                "min": round(min(own), 3),
-                "max": round(max(own), 3),
-            }
+            rows[name]["step_time_over_eager"] = ratio_spread(
+                seconds[name], seconds[eager]
+            )
         r = rows[name]["step_time_over_bf16"]
         line = (
             f"{name:33s} {per_s:7.1f} img/s  {rows[name]['epochs_in_30_min']:5.1f} epochs in 30 min (steps only)  "

@@ -26,13 +26,19 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.cpu_precision import BUDGET_S, TRAIN_IMAGES
-from benchmarks.timing import in_rotation, train_step
+from benchmarks.timing import (
+    TRAIN_IMAGES,
+    epochs_in_half_hour,
+    in_rotation,
+    ratio_spread,
+    seeded_model,
+    synthetic_batch,
+    train_step,
+)
 from course_utils.experiments.recipes import RECIPES
 from course_utils.results import NATIVE_BF16_FLAGS, cpu_flags, write_result
 from course_utils.training.compute import flops_per_image
 from course_utils.training.optim import make_optimizer
-from course_utils.training.recipes import build_model
 
 CEILING_SIZE = 1024
 
@@ -81,20 +87,9 @@ def main(argv: list[str] | None = None) -> dict:
     steps, rows = {}, {}
     for name in args.recipes:
         recipe = RECIPES[name]
-        torch.manual_seed(0)
-        model = build_model(recipe)
-        fmt = (
-            torch.channels_last
-            if recipe.channels_last
-            else torch.contiguous_format
-        )
-        model = model.to(memory_format=fmt)
+        model = seeded_model(recipe, recipe.channels_last)
         optimizer = make_optimizer(recipe, model)
-        gen = torch.Generator().manual_seed(1)
-        # (B, 3, 32, 32) images and (B,) labels at the recipe's batch size
-        x = torch.randn(recipe.batch_size, 3, 32, 32, generator=gen)
-        x = x.contiguous(memory_format=fmt)
-        y = torch.randint(0, 10, (recipe.batch_size,), generator=gen)
+        x, y = synthetic_batch(recipe.batch_size, recipe.channels_last)
         steps[name] = lambda m=model, o=optimizer, x=x, y=y: train_step(
             m, o, x, y, bf16
         )
@@ -108,22 +103,17 @@ def main(argv: list[str] | None = None) -> dict:
     first = args.recipes[0]
     for name, row in rows.items():
         per_s = row["batch_size"] / statistics.median(seconds[name])
-        # per image, so that recipes of different batch sizes compare
-        ratios = [
-            (s / rows[name]["batch_size"]) / (f / rows[first]["batch_size"])
-            for s, f in zip(seconds[name], seconds[first])
-        ]
         achieved = per_s * row["train_flops_per_image"]
         row.update(
             train_img_per_s=round(per_s, 1),
             train_gflop_per_s=round(achieved / 1e9, 1),
             share_of_ceiling=round(achieved / ceiling, 3),
-            epochs_in_30_min=round(BUDGET_S * per_s / TRAIN_IMAGES, 1),
-            time_per_image_over_first={
-                "median": round(statistics.median(ratios), 3),
-                "min": round(min(ratios), 3),
-                "max": round(max(ratios), 3),
-            },
+            epochs_in_30_min=epochs_in_half_hour(per_s),
+            # per image, so that recipes of different batch sizes compare
+            time_per_image_over_first=ratio_spread(
+                [t / row["batch_size"] for t in seconds[name]],
+                [t / rows[first]["batch_size"] for t in seconds[first]],
+            ),
         )
         row["train_flops_per_image"] = round(row["train_flops_per_image"])
         print(

@@ -22,13 +22,17 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.timing import in_rotation, train_step
+from benchmarks.timing import (
+    TRAIN_IMAGES,
+    epochs_in_half_hour,
+    in_rotation,
+    ratio_spread,
+    train_step,
+)
 from course_utils.experiments.recipes import RECIPES
 from course_utils.results import write_result
 from course_utils.training.precision import choose_amp
 from course_utils.training.recipes import build_model
-
-TRAIN_IMAGES, BUDGET_S = 45_000, 30 * 60
 
 
 def models() -> dict[str, tuple[dict, torch.nn.Module]]:
@@ -89,7 +93,6 @@ def main(argv: list[str] | None = None) -> None:
     }
     seconds = in_rotation(steps, args.rounds)
     coarse, fine = list(built)
-    ratios = [a / b for a, b in zip(seconds[fine], seconds[coarse])]
     rows = {}
     for name, (kwargs, model) in built.items():
         per_s = recipe.batch_size / statistics.median(seconds[name])
@@ -98,16 +101,12 @@ def main(argv: list[str] | None = None) -> None:
             "parameters": sum(p.numel() for p in model.parameters()),
             "tokens": (32 // kwargs["patch_size"]) ** 2,
             "train_img_per_s": round(per_s, 1),
-            "epochs_in_30_min": round(BUDGET_S * per_s / TRAIN_IMAGES, 1),
+            "epochs_in_30_min": epochs_in_half_hour(per_s),
         }
         print(
             f"{name:24s} {per_s:7.1f} img/s  {rows[name]['epochs_in_30_min']:5.1f} epochs in 30 min"
         )
-    ratio = {
-        "median": statistics.median(ratios),
-        "min": min(ratios),
-        "max": max(ratios),
-    }
+    ratio = ratio_spread(seconds[fine], seconds[coarse], digits=None)
     print(
         f"64-token step time / 16-token step time: {ratio['median']:.2f} (range {ratio['min']:.2f}-{ratio['max']:.2f})"
     )
