@@ -26,7 +26,8 @@ runs of the current recipe by the machine that made them (CPU model, cores, prec
 - the test accuracy, evaluated once with the best-validation weights, with the recipe's test views
   (``test_views``: the image and its mirror, and for ``cpu`` also one-pixel shifts of both), with the
   validation's two mirrored views (``test_acc_flip``) and with one view; and the best validation epoch's
-  accuracy with the validation's views and with the test's (``best_val_acc_test_views``);
+  accuracy with the validation's views, with one view (``best_val_acc_single_view``, in runs that
+  recorded it) and with the test's (``best_val_acc_test_views``);
 
 and per machine the mean and the sample standard deviation over its seeds.  Runs of another recipe
 (an older version of ``cpu``) are left out of the table, so it never mixes two recipes.
@@ -145,6 +146,8 @@ def seed_row(run: dict) -> dict:
         **{f"time_to_{round(t * 100)}_s": time_to(t) for t in THRESHOLDS},
         "val_acc_at_30_min": within[-1]["val_acc"] if within else None,
         "best_val_acc": run["best_val_acc"],
+        # the chosen weights on one view of the validation images (runs that recorded it)
+        "best_val_acc_single_view": run.get("best_val_acc_single_view"),
         "test_acc": run["test_acc"],
         "test_acc_single_view": run.get("test_acc_single_view"),
         # the runs whose test averages shifted views also record the validation's two views
@@ -220,6 +223,7 @@ def summarize(recipe: str = "cpu", max_seed: int = 20) -> dict:
                 "test_acc_flip",
                 "test_acc_single_view",
                 "best_val_acc",
+                "best_val_acc_single_view",
                 "best_val_acc_test_views",
                 "train_time_s",
             )

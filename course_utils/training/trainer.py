@@ -676,7 +676,13 @@ def _epoch(
     write_history(run.out, state.history)
     run.log(
         f"epoch {epoch + 1:3d}/{run.epochs}  train loss {record['train_loss']:.3f} acc {record['train_acc']:.3f}  "
-        f"val loss {record['val_loss']:.3f} acc {record['val_acc']:.3f}  {record['epoch_time_s']:.0f}s "
+        f"val loss {record['val_loss']:.3f} acc {record['val_acc']:.3f}"
+        + (
+            f" (one view {record['val_acc_single_view']:.3f})"
+            if "val_acc_single_view" in record
+            else ""
+        )
+        + f"  {record['epoch_time_s']:.0f}s "
         f"({record['train_images_per_s']:.0f} img/s)"
     )
     if on_epoch is not None:
@@ -700,6 +706,12 @@ def _record(run: _Run, fit: dict, start: float) -> dict:
         "train_acc": fit["acc"],
         "val_loss": val["loss"],
         "val_acc": val["acc"],
+        # the image alone, from the same passes: what a single-view test reads
+        **(
+            {"val_acc_single_view": val["acc_single_view"]}
+            if "acc_single_view" in val
+            else {}
+        ),
         "lr": trainer.scheduler.get_last_lr()[0],
         "epoch_time_s": round(time.perf_counter() - start, 2),
         "train_images_per_s": round(
@@ -745,15 +757,17 @@ def _finish(run: _Run, summary: dict, evaluate_test: bool) -> None:
     from ..plots import plot_history
 
     history = run.state.history
-    best_epoch = max(history, key=lambda h: h["val_acc"])["epoch"]
+    best = max(history, key=lambda h: h["val_acc"])
+    best_epoch = best["epoch"]
     summary.update(
         {
             "best_epoch": best_epoch,
-            "time_to_best_s": next(
-                h["elapsed_s"] for h in history if h["epoch"] == best_epoch
-            ),
+            "time_to_best_s": best["elapsed_s"],
         }
     )
+    if "val_acc_single_view" in best:
+        # the chosen weights on one view of the validation images
+        summary["best_val_acc_single_view"] = best["val_acc_single_view"]
     if run.trainer.ema is not None:
         # what the average adds, read on validation on the same run: the last epoch's weights as
         # trained (the history's val_acc is the average's)

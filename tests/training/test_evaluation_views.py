@@ -97,6 +97,30 @@ def test_evaluate_averages_the_logits_of_every_view():
     )
 
 
+def test_evaluate_reads_the_image_alone_from_the_same_passes():
+    """``acc_single_view``: the first view (the image as it is) alone, whatever else is averaged."""
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(
+        torch.nn.Flatten(), torch.nn.Linear(3 * 6 * 5, 4)
+    )
+    batches = [
+        (_images(b=16, seed=s), torch.randint(0, 4, (16,))) for s in (4, 5)
+    ]
+    alone = evaluate(model, batches)
+    assert "acc_single_view" not in alone  # one view: acc is already that
+    for kwargs in (
+        dict(flip=True),
+        dict(shifts=((1, 0), (0, 1))),
+        dict(flip=True, shifts=((1, 0),)),
+    ):
+        got = evaluate(model, batches, **kwargs)
+        assert got["acc_single_view"] == alone["acc"], kwargs
+    # the mirrored image alone is another reading: the key is the unmirrored, unshifted view's
+    mirrored = evaluate(model, [(x.flip(-1), y) for x, y in batches])
+    views = evaluate(model, batches, flip=True)
+    assert {mirrored["acc"], views["acc"]} != {alone["acc"]}
+
+
 def test_the_final_test_reports_each_view_beside_fewer():
     """``final_test``: the run's views on the test set, and on the same weights the per-epoch
     validation's views, the shifted views on validation and one view."""
