@@ -157,11 +157,12 @@ train-cpu-stem122: $(STAMP) ## results/ch07_vit_cpu_stem122*.json, bench_cpu_rec
 train-cpu-stem122-ema: $(STAMP) ## results/ch07_vit_cpu_stem122_ema*.json, bench_cpu_recipe_stem122_ema.json: cpu_stem122 measured as a moving average of its weights
 	$(EXP).cpu_recipe --recipe cpu_stem122_ema --seeds 0 1 2
 
-train-cpu-stem122-screens: $(STAMP) ## results/ch07_vit_cpu_stem122_{lr_down,lr_up,ls2,altflip}.json and their tables: seed 0 of cpu_stem122 at a learning rate sqrt(2) lower, sqrt(2) higher, with label smoothing 0.2, and with alternating flips
+train-cpu-stem122-screens: $(STAMP) ## results/ch07_vit_cpu_stem122_{lr_down,lr_up,ls2,altflip,cropend}*.json and their tables: cpu_stem122 at a learning rate sqrt(2) lower, sqrt(2) higher, with label smoothing 0.2 (seed 0 each), with alternating flips (seeds 0-2), and with its last epochs on whole images (seed 1)
 	$(EXP).cpu_recipe --recipe cpu_stem122_lr_down --seeds 0
 	$(EXP).cpu_recipe --recipe cpu_stem122_lr_up --seeds 0
 	$(EXP).cpu_recipe --recipe cpu_stem122_ls2 --seeds 0
-	$(EXP).cpu_recipe --recipe cpu_stem122_altflip --seeds 0
+	$(EXP).cpu_recipe --recipe cpu_stem122_altflip --seeds 0 1 2
+	$(EXP).cpu_recipe --recipe cpu_stem122_cropend --seeds 1
 
 train-cpu-avx2-stem122: $(STAMP) ## results/ch07_vit_cpu_avx2_stem122*.json, bench_cpu_recipe_avx2_stem122.json: cpu_stem122 in float32 for as many epochs as half an hour holds, on an AVX2-only CPU
 	$(EXP).cpu_recipe --recipe cpu_avx2_stem122 --seeds 0 1 2

@@ -9,10 +9,24 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.helpers import ROOT, chapter_ids
 
 BIN = Path(sys.executable).parent
+
+# Property tests: CI (.ci/run sets CI) draws the same examples on every run, so a change fails for
+# what it changed and never for a new random draw; every other run (``make test`` at a desk)
+# explores new examples, and prints the blob that replays a failure.  HYPOTHESIS_PROFILE picks
+# either by name.  Loaded here, before the test modules, whose own @settings inherit from it.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+# (explicitly not derandomized: Hypothesis's own default is, where it detects CI)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(
+    os.environ.get(
+        "HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "explore"
+    )
+)
 
 
 def nbgrader(

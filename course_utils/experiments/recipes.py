@@ -253,6 +253,10 @@ RECIPES["cpu_stem122_altflip"] = apply_overrides(
     dict(flip="alternate"),
     name="cpu_stem122_altflip",
 )
+# the images whole, uncropped, in the last tenth of the epochs (the last two of 29)
+RECIPES["cpu_stem122_cropend"] = apply_overrides(
+    RECIPES["cpu_stem122"], dict(crop_until=0.9), name="cpu_stem122_cropend"
+)
 RECIPES["cpu_avx2_stem122"] = apply_overrides(
     RECIPES["cpu_stem122"],
     dict(amp="none", budget_s=1800, epochs=60),
@@ -498,12 +502,27 @@ NOTES: dict[str, Note] = {
         "flips (each image's orientation drawn once, then turned over every epoch) show each image "
         "both ways in any two epochs, and for short CIFAR-10 runs do what a few more epochs of "
         "random flips do (Jordan, 2024, airbench).  Nothing else changes: the batches' order and "
-        "crops stay cpu_stem122's, seed for seed.  A screen: seed 0 only, read against "
-        "cpu_stem122's seed 0 on validation; an effect is stated only after the seeds the noise "
-        "rule needs",
+        "crops stay cpu_stem122's, seed for seed.  A screen, read against cpu_stem122's seeds on "
+        "validation: seed 0 first, then seeds 1 and 2, the first to record one-view validation "
+        "beside two views (cpu_stem122's seed 1 was run again to record it too); an effect is "
+        "stated only after the seeds the noise rule needs",
         results=(
             "ch07_vit_cpu_stem122_altflip[_seed<s>].json",
             "bench_cpu_recipe_stem122_altflip.json",
+        ),
+    ),
+    "cpu_stem122_cropend": Note(
+        purpose="cpu_stem122 with its last epochs on whole images (no random crops), a one-seed screen",
+        basis="the goal is read on one view, the whole image as it is, yet training shows an image "
+        "exactly so in only one of its 81 four-pixel crops: a mismatch between training and test "
+        "views that a short fine-tuning on the test's view removes (Touvron et al., 2019, FixRes).  "
+        "Here the last tenth of the epochs, at the linear decay's smallest learning rates, trains on "
+        "whole images; flips go on, and every epoch before stays cpu_stem122's, seed for seed.  A "
+        "screen: seed 1, read against cpu_stem122's seed 1 on one-view validation (the first seeds "
+        "to record it); an effect is stated only after the seeds the noise rule needs",
+        results=(
+            "ch07_vit_cpu_stem122_cropend[_seed<s>].json",
+            "bench_cpu_recipe_stem122_cropend.json",
         ),
     ),
     "cpu_avx2_stem122": Note(

@@ -82,6 +82,11 @@ class Recipe:
     # how the augmentation mirrors images: "random" (each image, each epoch, with probability 1/2)
     # or "alternate" (each image's orientation drawn once, then turned over every epoch)
     flip: FlipName = "random"
+    # random crops stop after this fraction of the epochs: the last epochs train on the images
+    # whole, as the test shows them (flips and any policy go on).  Training on crops and testing on
+    # the whole image is a mismatch (Touvron et al., 2019, "Fixing the train-test resolution
+    # discrepancy"); a few closing epochs without crops fit the model to the test's view.
+    crop_until: float = 1.0
     # "trivial", "randaugment", "autoaugment" or None
     policy: PolicyName | None = None
     mixup_alpha: float = 0.0
@@ -135,6 +140,14 @@ class Recipe:
             raise ValueError(
                 f"recipe {self.name!r}: crop_padding={self.crop_padding!r} must be a whole number of "
                 "pixels, 0 or more (e.g. --set crop_padding=2)"
+            )
+        if not (
+            isinstance(self.crop_until, (int, float))
+            and 0.0 < self.crop_until <= 1.0
+        ):
+            raise ValueError(
+                f"recipe {self.name!r}: crop_until={self.crop_until!r} must be the share of the "
+                "epochs trained on crops, above 0 and at most 1 (e.g. --set crop_until=0.9)"
             )
         if self.budget_s is not None:
             if not (

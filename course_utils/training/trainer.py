@@ -608,6 +608,12 @@ def _fit(
         start = time.perf_counter()
         # after that, label smoothing only
         mixing = epoch < recipe.mix_until * run.epochs
+        # after that, the images whole (set each epoch: a resumed run starts in either phase)
+        run.loader.crop_padding = (
+            recipe.crop_padding
+            if epoch < recipe.crop_until * run.epochs
+            else 0
+        )
         _epoch(run, epoch, mix if mixing else smooth_only, start, on_epoch)
         _barrier(run.world)
         now = time.perf_counter()

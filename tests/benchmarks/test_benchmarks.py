@@ -261,8 +261,9 @@ def test_cpu_stem122_ema_is_cpu_stem122_with_a_moving_average_only():
 
 
 def test_cpu_stem122_screens_change_one_setting_each():
-    """Each screen reads against cpu_stem122's seed 0 with one setting moved: the learning rate by a
-    factor sqrt(2) either way (rounded), the label smoothing doubled, or the flips alternating."""
+    """Each screen reads against cpu_stem122 with one setting moved: the learning rate by a factor
+    sqrt(2) either way (rounded), the label smoothing doubled, the flips alternating, or the crops
+    stopping for the last epochs."""
     import math
 
     from course_utils.experiments.recipes import RECIPES
@@ -292,6 +293,16 @@ def test_cpu_stem122_screens_change_one_setting_each():
     flips = RECIPES["cpu_stem122_altflip"].to_dict()
     assert {k for k in base if base[k] != flips[k]} == {"name", "flip"}
     assert (base["flip"], flips["flip"]) == ("random", "alternate")
+    # the last tenth of the epochs on whole images: the last two of 29
+    whole = RECIPES["cpu_stem122_cropend"].to_dict()
+    assert {k for k in base if base[k] != whole[k]} == {"name", "crop_until"}
+    assert (
+        sum(
+            e >= whole["crop_until"] * whole["epochs"]
+            for e in range(whole["epochs"])
+        )
+        == 2
+    )
 
 
 def test_cpu_avx2_stem122_is_cpu_stem122_in_float32_with_a_half_hour_budget():
