@@ -257,6 +257,21 @@ RECIPES["cpu_stem122_altflip"] = apply_overrides(
 RECIPES["cpu_stem122_cropend"] = apply_overrides(
     RECIPES["cpu_stem122"], dict(crop_until=0.9), name="cpu_stem122_cropend"
 )
+# a wider network for fewer epochs (NOTES["cpu_wide"] says why); the epochs are planned from the
+# first one to fill the half hour, at most 40
+RECIPES["cpu_wide"] = apply_overrides(
+    RECIPES["cpu_stem122"],
+    {
+        "model_kwargs.stem_channels": (32, 128, 256),
+        "model_kwargs.stem_convs": (1, 1, 2),
+        "model_kwargs.dim": 256,
+        "model_kwargs.num_heads": 4,
+        "model_kwargs.mlp_dim": 512,
+        "budget_s": 1800,
+        "epochs": 40,
+    },
+    name="cpu_wide",
+)
 RECIPES["cpu_avx2_stem122"] = apply_overrides(
     RECIPES["cpu_stem122"],
     dict(amp="none", budget_s=1800, epochs=60),
@@ -523,6 +538,23 @@ NOTES: dict[str, Note] = {
         results=(
             "ch07_vit_cpu_stem122_cropend[_seed<s>].json",
             "bench_cpu_recipe_stem122_cropend.json",
+        ),
+    ),
+    "cpu_wide": Note(
+        purpose="the bf16 half hour's next candidate: a wider network than cpu_stem122's, for the fewer "
+        "epochs the half hour holds",
+        basis="every setting screened around cpu_stem122 (learning rate, label smoothing, a moving "
+        "average, flips, whole images at the end) tests level on one view, so the model, not its "
+        "training, is what holds the half hour back.  The fastest CIFAR-10 trainer (airbench) spends "
+        "its compute on width at 16x16 and 8x8 for few epochs.  This tokenizer keeps one 32-wide "
+        "convolution at 32x32, one of 128 at 16x16 and two of 256 at 8x8, and the Transformer grows to "
+        "256 wide (4 heads); wider layers run nearer the CPU's matmul speed, so the time per image "
+        "grows less than the FLOPs (benchmarks/cpu_recipe_steps.py measures both).  The epochs are "
+        "planned after the first one (budget_s).  Read against cpu_stem122's "
+        "seeds on one-view validation",
+        results=(
+            "ch07_vit_cpu_wide[_seed<s>].json",
+            "bench_cpu_recipe_wide.json",
         ),
     ),
     "cpu_avx2_stem122": Note(

@@ -526,3 +526,44 @@ def test_trivial_augment_benchmark_times_the_three_ways(tmp_path):
         saved["ratio_to_course"]["course, per image"] == 1.0
         and saved["device"] == "cpu"
     )
+
+
+def test_cpu_wide_is_cpu_stem122_wider_with_a_half_hour_budget():
+    """The wide candidate changes only the network's widths (and the convolutions per width that
+    keep its 16x16 stage to one) and plans its epochs to fill half an hour; its training is
+    cpu_stem122's, so a reading against cpu_stem122 is a reading of the network."""
+    from course_utils.experiments.recipes import RECIPES
+    from course_utils.training.compute import flops_per_image
+
+    base, wide = (
+        RECIPES["cpu_stem122"].to_dict(),
+        RECIPES["cpu_wide"].to_dict(),
+    )
+    assert {k for k in base if base[k] != wide[k]} == {
+        "name",
+        "model_kwargs",
+        "budget_s",
+        "epochs",
+    }
+    changed = {
+        k
+        for k in base["model_kwargs"]
+        if base["model_kwargs"][k] != wide["model_kwargs"][k]
+    }
+    assert changed == {
+        "stem_channels",
+        "stem_convs",
+        "dim",
+        "num_heads",
+        "mlp_dim",
+    }
+    assert wide["budget_s"] == 1800 and wide["warmup_epochs"] >= 1
+    # the head width is the Transformer's: 64 per head, as in cpu_stem122
+    kw = wide["model_kwargs"]
+    assert (
+        kw["dim"] // kw["num_heads"] == 64 and kw["mlp_dim"] == 2 * kw["dim"]
+    )
+    ratio = flops_per_image(RECIPES["cpu_wide"]) / flops_per_image(
+        RECIPES["cpu_stem122"]
+    )
+    assert 1.5 < ratio < 3.0
