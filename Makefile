@@ -30,7 +30,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help venv book serve test lab execute release class-edition collect autograde feedback grades clean \
 	score-functions layer-comparison position-extrapolation seq2seq train-laptop train-cpu train-cpu-float32 \
-	train-cpu-avx2 train-cpu-avx2-init train-cpu-avx2-b64 train-cpu-avx2-pad2 train-cpu-avx2-seqpool train-cpu-avx2-linear train-cpu-stem2 train-cpu-stem2-pad4 train-cpu-stem122 train-cpu-stem122-ema train-cpu-stem122-screens train-cpu-wide train-cpu-avx2-stem122 train-resnet sweep levers-model method-half-hour method-test sweep-cpu noise-rule train-gpu train-gpu-short gpu-window gpu-method gpu-lease gpu-window-prep jpeg-cost \
+	train-cpu-avx2 train-cpu-avx2-init train-cpu-avx2-b64 train-cpu-avx2-pad2 train-cpu-avx2-seqpool train-cpu-avx2-linear train-cpu-stem2 train-cpu-stem2-pad4 train-cpu-stem122 train-cpu-stem122-ema train-cpu-stem122-screens train-cpu-wide train-cpu-avx2-stem122 train-cpu-avx2-stem122-held train-resnet sweep levers-model method-half-hour method-test sweep-cpu noise-rule train-gpu train-gpu-short gpu-window gpu-method gpu-lease gpu-window-prep jpeg-cost \
 	bench bench-cpu-precision bench-cpu-precision-avx2 bench-cpu-recipe-steps gpu-check notebook-times
 
 help: ## this list: every target's `## ` note, then every variable's `#> ` note with its default
@@ -169,6 +169,9 @@ train-cpu-wide: $(STAMP) ## results/ch07_vit_cpu_wide*.json, bench_cpu_recipe_wi
 
 train-cpu-avx2-stem122: $(STAMP) ## results/ch07_vit_cpu_avx2_stem122*.json, bench_cpu_recipe_avx2_stem122.json: cpu_stem122 in float32 for as many epochs as half an hour holds, on an AVX2-only CPU
 	$(EXP).cpu_recipe --recipe cpu_avx2_stem122 --seeds 0 1 2
+
+train-cpu-avx2-stem122-held: $(STAMP) ## results/ch07_vit_cpu_avx2_stem122_held*.json and its table: cpu_avx2_stem122 on this CPU held to AVX2 kernels (a stand-in for an AVX2-only CPU)
+	ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 $(EXP).cpu_recipe --recipe cpu_avx2_stem122_held --seeds 0 1 2
 
 train-resnet: $(STAMP) ## results/ch07_resnet_cpu*.json, bench_resnet_recipe.json: the resnet recipe (after train-cpu, same machine)
 	$(EXP).cpu_recipe --recipe resnet --seeds 0 1 2

@@ -221,7 +221,23 @@ def cpu_vector() -> str | None:
     return next((f for f in VECTOR_FLAGS if f in flags), None)
 
 
+# Variables that hold PyTorch's own kernels, oneDNN's and MKL's to a narrower instruction set than
+# the CPU has: a run made under them stands for a CPU that has only that set (its arithmetic, and
+# its speed where the wider units are no faster), and its record says so.
+KERNEL_LIMIT_VARS = (
+    "ATEN_CPU_CAPABILITY",
+    "ONEDNN_MAX_CPU_ISA",
+    "MKL_ENABLE_INSTRUCTIONS",
+)
+
+
+def cpu_kernel_limits() -> dict[str, str]:
+    """The ``KERNEL_LIMIT_VARS`` set in this process's environment, with their values."""
+    return {v: os.environ[v] for v in KERNEL_LIMIT_VARS if os.environ.get(v)}
+
+
 def hardware() -> dict[str, Any]:
+    """The machine a result was made on; ``cpu_kernel_limits`` only where some were set."""
     import torch
 
     info: dict[str, Any] = {
@@ -232,6 +248,8 @@ def hardware() -> dict[str, Any]:
         "platform": platform.platform(),
         "gpu": None,
     }
+    if limits := cpu_kernel_limits():
+        info["cpu_kernel_limits"] = limits
     if torch.cuda.is_available():
         info["gpu"] = {
             "name": torch.cuda.get_device_name(0),

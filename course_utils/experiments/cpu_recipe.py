@@ -6,7 +6,7 @@
     python -m course_utils.experiments.cpu_recipe --recipe cpu_avx2 --seeds 0     # the same on an AVX2-only CPU
     python -m course_utils.experiments.cpu_recipe [--recipe resnet]               # rebuilds a table from the stored runs
 
-``--recipe`` names one of ``RECIPES`` ("cpu", the default, "cpu_float32", "cpu_avx2", "cpu_avx2_init", "cpu_avx2_b64", "cpu_avx2_pad2", "cpu_avx2_seqpool", "cpu_avx2_linear", "cpu_stem2", "cpu_stem2_pad4", "cpu_stem122", "cpu_stem122_ema", "cpu_stem122_lr_down", "cpu_stem122_lr_up", "cpu_stem122_ls2", "cpu_stem122_altflip", "cpu_stem122_cropend", "cpu_wide", "cpu_avx2_stem122" or "resnet"), each with its own files:
+``--recipe`` names one of ``RECIPES`` ("cpu", the default, "cpu_float32", "cpu_avx2", "cpu_avx2_init", "cpu_avx2_b64", "cpu_avx2_pad2", "cpu_avx2_seqpool", "cpu_avx2_linear", "cpu_stem2", "cpu_stem2_pad4", "cpu_stem122", "cpu_stem122_ema", "cpu_stem122_lr_down", "cpu_stem122_lr_up", "cpu_stem122_ls2", "cpu_stem122_altflip", "cpu_stem122_cropend", "cpu_wide", "cpu_avx2_stem122", "cpu_avx2_stem122_held" or "resnet"), each with its own files:
 
 | recipe | seed 0 (with its weights) | seed s > 0 | table | runs |
 |---|---|---|---|---|
@@ -40,7 +40,12 @@ import dataclasses
 import statistics
 import sys
 
-from ..results import RESULTS_DIR, read_result, write_result
+from ..results import (
+    RESULTS_DIR,
+    cpu_kernel_limits,
+    read_result,
+    write_result,
+)
 from ..training.recipes import as_stored
 from ..training.trainer import train
 from .recipes import RECIPES
@@ -107,7 +112,19 @@ FILES = {
         "ch07_vit_cpu_avx2_stem122",
         "bench_cpu_recipe_avx2_stem122",
     ),
+    "cpu_avx2_stem122_held": (
+        "ch07_vit_cpu_avx2_stem122_held",
+        "bench_cpu_recipe_avx2_stem122_held",
+    ),
 }
+# recipes that stand for another CPU by holding this one's kernels to that CPU's instruction set
+# (results.KERNEL_LIMIT_VARS); they refuse to train without exactly these in the environment
+AVX2_KERNELS = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+}
+KERNEL_LIMITS = {"cpu_avx2_stem122_held": AVX2_KERNELS}
 # the recipes whose seed-0 weights chapter 07 loads
 SHOWN = (
     "cpu",
@@ -197,12 +214,19 @@ def summarize(recipe: str = "cpu", max_seed: int = 20) -> dict:
         ) != current or run.get("fast"):
             continue
         vector = f" ({hw['cpu_vector']})" if hw.get("cpu_vector") else ""
-        key = f"{hw['cpu']}{vector}, {hw['cpu_cores']} cores, {run['amp']}"
+        limits = hw.get("cpu_kernel_limits") or {}
+        held = (
+            f" held to {limits.get('ONEDNN_MAX_CPU_ISA', next(iter(limits.values())))} kernels"
+            if limits
+            else ""
+        )
+        key = f"{hw['cpu']}{vector}{held}, {hw['cpu_cores']} cores, {run['amp']}"
         entry = machines.setdefault(
             key,
             {
                 "cpu": hw["cpu"],
                 "cpu_vector": hw.get("cpu_vector"),
+                "cpu_kernel_limits": limits or None,
                 "cpu_cores": hw["cpu_cores"],
                 "amp": run["amp"],
                 "torch": stored["provenance"]["versions"]["torch"],
@@ -265,6 +289,13 @@ def main(argv: list[str] | None = None) -> int:
         help="train these seeds first",
     )
     args = parser.parse_args(argv)
+    needed = KERNEL_LIMITS.get(args.recipe, {})
+    if needed and args.seeds and cpu_kernel_limits() != needed:
+        parser.error(
+            f"recipe {args.recipe!r} must run with exactly these kernel limits in the environment: "
+            f"{needed or 'none'} (set: {cpu_kernel_limits() or 'none'}); "
+            "`make train-cpu-avx2-stem122-held` sets them"
+        )
     for seed in args.seeds:
         train_seed(seed, args.recipe)
     table = summarize(args.recipe)

@@ -277,6 +277,11 @@ RECIPES["cpu_avx2_stem122"] = apply_overrides(
     dict(amp="none", budget_s=1800, epochs=60),
     name="cpu_avx2_stem122",
 )
+# cpu_avx2_stem122 itself, run on a CPU with wider units held to AVX2 kernels (experiments.cpu_recipe's
+# KERNEL_LIMITS): a stand-in for an AVX2-only CPU until one runs it, kept apart from such a CPU's runs
+RECIPES["cpu_avx2_stem122_held"] = apply_overrides(
+    RECIPES["cpu_avx2_stem122"], {}, name="cpu_avx2_stem122_held"
+)
 
 NOTES: dict[str, Note] = {
     "cpu": Note(
@@ -570,6 +575,20 @@ NOTES: dict[str, Note] = {
         results=(
             "ch07_vit_cpu_avx2_stem122[_seed<s>].json",
             "bench_cpu_recipe_avx2_stem122.json",
+        ),
+    ),
+    "cpu_avx2_stem122_held": Note(
+        purpose="cpu_avx2_stem122 on a CPU that has wider units, held to AVX2 kernels: a stand-in for "
+        "an AVX2-only CPU until one runs the recipe",
+        basis="with PyTorch's own kernels, oneDNN's and MKL's held to AVX2 (ATEN_CPU_CAPABILITY, "
+        "ONEDNN_MAX_CPU_ISA, MKL_ENABLE_INSTRUCTIONS), a run computes what an AVX2-only CPU computes, "
+        "in float32.  Its speed stands for such a CPU's only where the wider units are no faster per "
+        "cycle (AMD's Zen 4 runs AVX-512 on 256-bit halves) and the clocks and caches are alike, and "
+        "the epochs follow from the speed (budget_s); the tables name the limits beside the CPU.  "
+        "Read as the AVX2 goal's prediction, not its measurement",
+        results=(
+            "ch07_vit_cpu_avx2_stem122_held[_seed<s>].json",
+            "bench_cpu_recipe_avx2_stem122_held.json",
         ),
     ),
 }

@@ -567,3 +567,83 @@ def test_cpu_wide_is_cpu_stem122_wider_with_a_half_hour_budget():
         RECIPES["cpu_stem122"]
     )
     assert 1.5 < ratio < 3.0
+
+
+def test_runs_held_to_narrower_kernels_say_so_and_table_apart(
+    tmp_path, monkeypatch
+):
+    """A run made with PyTorch's, oneDNN's or MKL's kernels held to a narrower instruction set records
+    the limits in its provenance, and the recipe's table keeps it apart from the same CPU's
+    unheld runs, naming the limit in the machine's key."""
+    from course_utils import results
+    from course_utils.experiments import cpu_recipe
+    from course_utils.experiments.recipes import RECIPES
+
+    for var in results.KERNEL_LIMIT_VARS:
+        monkeypatch.delenv(var, raising=False)
+    assert "cpu_kernel_limits" not in results.hardware()
+    monkeypatch.setattr("course_utils.results.RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(cpu_recipe, "RESULTS_DIR", tmp_path)
+    recipe = RECIPES["cpu_avx2_stem122_held"]
+    results.write_result(
+        cpu_recipe.result_name(0, recipe.name),
+        _stored_run(recipe, 0, [0.8, 0.86]),
+        dataset="test",
+        directory=tmp_path,
+    )
+    for var, value in cpu_recipe.AVX2_KERNELS.items():
+        monkeypatch.setenv(var, value)
+    assert results.hardware()["cpu_kernel_limits"] == cpu_recipe.AVX2_KERNELS
+    results.write_result(
+        cpu_recipe.result_name(1, recipe.name),
+        _stored_run(recipe, 1, [0.8, 0.85]),
+        dataset="test",
+        directory=tmp_path,
+    )
+    machines = cpu_recipe.summarize(recipe.name)["machines"]
+    assert len(machines) == 2
+    (held,) = [k for k in machines if "held to AVX2 kernels" in k]
+    assert [r["seed"] for r in machines[held]["seeds"]] == [1]
+    assert machines[held]["cpu_kernel_limits"] == cpu_recipe.AVX2_KERNELS
+
+
+def test_held_recipe_refuses_to_train_without_its_kernel_limits(
+    monkeypatch, capsys
+):
+    """``cpu_avx2_stem122_held`` stands for an AVX2-only CPU only when the kernels are held to AVX2:
+    asked to train without exactly those limits it stops before training, naming them and the
+    make target that sets them."""
+    from course_utils import results
+    from course_utils.experiments import cpu_recipe
+
+    trained = []
+    monkeypatch.setattr(
+        cpu_recipe, "train_seed", lambda *a, **k: trained.append(a)
+    )
+    for var in results.KERNEL_LIMIT_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv(
+        "ATEN_CPU_CAPABILITY", "avx2"
+    )  # one of three: not enough
+    with pytest.raises(SystemExit) as stop:
+        cpu_recipe.main(
+            ["--recipe", "cpu_avx2_stem122_held", "--seeds", "0"]
+        )
+    assert stop.value.code == 2 and not trained
+    err = capsys.readouterr().err
+    assert (
+        "ONEDNN_MAX_CPU_ISA" in err
+        and "make train-cpu-avx2-stem122-held" in err
+    )
+
+
+def test_held_recipe_is_cpu_avx2_stem122_by_another_name():
+    """The held runs train exactly the AVX2 candidate; only the name (and so the files and the
+    table) differs."""
+    from course_utils.experiments.recipes import RECIPES
+
+    a, b = (
+        RECIPES["cpu_avx2_stem122"].to_dict(),
+        RECIPES["cpu_avx2_stem122_held"].to_dict(),
+    )
+    assert {k for k in a if a[k] != b[k]} == {"name"}
