@@ -215,8 +215,9 @@ def summarize(recipe: str = "cpu", max_seed: int = 20) -> dict:
             continue
         vector = f" ({hw['cpu_vector']})" if hw.get("cpu_vector") else ""
         limits = hw.get("cpu_kernel_limits") or {}
+        # named by oneDNN's limit, which holds the convolutions and matrix products (most of a step)
         held = (
-            f" held to {limits.get('ONEDNN_MAX_CPU_ISA', next(iter(limits.values())))} kernels"
+            f" held to {limits.get('ONEDNN_MAX_CPU_ISA', 'narrower')} kernels"
             if limits
             else ""
         )
@@ -293,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     if needed and args.seeds and cpu_kernel_limits() != needed:
         parser.error(
             f"recipe {args.recipe!r} must run with exactly these kernel limits in the environment: "
-            f"{needed or 'none'} (set: {cpu_kernel_limits() or 'none'}); "
+            f"{needed} (set: {cpu_kernel_limits() or 'none'}); "
             "`make train-cpu-avx2-stem122-held` sets them"
         )
     for seed in args.seeds:

@@ -554,7 +554,8 @@ NOTES: dict[str, Note] = {
         "its compute on width at 16x16 and 8x8 for few epochs.  This tokenizer keeps one 32-wide "
         "convolution at 32x32, one of 128 at 16x16 and two of 256 at 8x8, and the Transformer grows to "
         "256 wide (4 heads); wider layers run nearer the CPU's matmul speed, so the time per image "
-        "grows less than the FLOPs (benchmarks/cpu_recipe_steps.py measures both).  The epochs are "
+        "grows less than the FLOPs (`python -m benchmarks.cpu_recipe_steps --recipes cpu_stem122 "
+        "cpu_wide` measures both).  The epochs are "
         "planned after the first one (budget_s).  Read against cpu_stem122's "
         "seeds on one-view validation",
         results=(
