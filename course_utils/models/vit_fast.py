@@ -14,9 +14,11 @@ dropped per sample with a probability rising linearly from 0 at the first block 
 ``drop_path`` at the last), ``init="pytorch"`` (PyTorch's default initialisation of each layer
 instead of the course's truncated normal, the one a learner gets who writes no initialisation)
 ``pool="seq"`` (sequence pooling, as in Compact Convolutional Transformers: no CLS token; the
-head reads a learned softmax-weighted mean of the patch tokens) and ``stem_convs`` (that many
+head reads a learned softmax-weighted mean of the patch tokens), ``stem_convs`` (that many
 conv layers per width of the convolutional tokenizer, ``references.vit.ConvTokenizer``'s
-``convs_per_stage``).
+``convs_per_stage``) and ``extra_sizes`` (smaller square images the model also takes, its
+learned positions resampled to their coarser grid: the early epochs of a progressively resized
+recipe train on them).
 
 Shapes: tokens ``(B, N, dim)`` (``N`` counts the CLS token when there is one); heads
 ``(B, H, N, dim / H)``.
@@ -34,6 +36,7 @@ from ..references.multihead import (
     merge_heads,
     split_heads,
 )
+from ..references.positional import resample_grid
 from ..references.vit import ConvTokenizer, EncoderBlock, ViT
 
 __all__ = ["FastEncoderBlock", "FastViT"]
@@ -77,6 +80,7 @@ class FastViT(ViT):
         init: str = "course",
         pool: str = "cls",
         stem_convs: int | tuple[int, ...] = 1,
+        extra_sizes: tuple[int, ...] = (),
         **kwargs,
     ):
         if pool not in ("cls", "seq"):
@@ -93,6 +97,19 @@ class FastViT(ViT):
             )
         self._course_init = init == "course"
         super().__init__(*args, **kwargs)
+        patch = self.patch_embed.patch_size
+        for side in extra_sizes:
+            if not (
+                isinstance(side, int)
+                and 0 < side < self.img_size
+                and side % patch == 0
+            ):
+                raise ValueError(
+                    f"FastViT: extra_sizes={tuple(extra_sizes)!r}: each must be a whole number of "
+                    f"pixels below img_size {self.img_size} and divisible by the patch size {patch} "
+                    f"(e.g. extra_sizes=({self.img_size - patch},))"
+                )
+        self.extra_sizes = tuple(extra_sizes)
         if stem_convs != 1:
             if not isinstance(self.patch_embed, ConvTokenizer):
                 raise ValueError(
@@ -137,13 +154,42 @@ class FastViT(ViT):
     def no_weight_decay(self) -> set[str]:
         return super().no_weight_decay() & set(dict(self.named_parameters()))
 
+    def check_images(self, images: Tensor) -> None:
+        """The reference's check, which also lets through the square ``extra_sizes``."""
+        if images.dim() == 4 and self._extra_side(images) is not None:
+            return
+        super().check_images(images)
+
+    def _extra_side(self, images: Tensor) -> int | None:
+        h, w = images.shape[-2:]
+        return h if h == w and h in self.extra_sizes else None
+
+    def positions(self, images: Tensor) -> Tensor:
+        """``pos_embed`` for these images: ``(1, N, dim)``, resampled (bicubic,
+        ``references.positional.resample_grid``) to the coarser grid of an ``extra_sizes`` image.
+        The resampling is differentiable, so training on small images trains the full grid's table."""
+        side = self._extra_side(images)
+        if side is None:
+            return self.pos_embed
+        patch = self.patch_embed.patch_size
+        return resample_grid(
+            self.pos_embed,
+            self.img_size // patch,
+            side // patch,
+            num_prefix_tokens=0 if self.seq_pool is not None else 1,
+        )
+
     def tokens(self, images: Tensor) -> Tensor:
         """``(B, C, H, W) -> (B, N, dim)``: the reference's tokens, or with ``pool="seq"`` the
         patch tokens alone, plus positions."""
-        if self.seq_pool is None:
+        if self.seq_pool is None and self._extra_side(images) is None:
             return super().tokens(images)
         self.check_images(images)
-        return self.dropout(self.patch_embed(images) + self.pos_embed)
+        x = self.patch_embed(images)
+        if self.seq_pool is None:
+            cls = self.cls_token.expand(x.shape[0], -1, -1)
+            x = torch.cat([cls, x], dim=1)
+        return self.dropout(x + self.positions(images))
 
     def forward(self, images: Tensor) -> Tensor:
         if self.seq_pool is None:

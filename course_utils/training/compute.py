@@ -17,8 +17,10 @@ from .trainer import Trainer
 __all__ = ["flops_per_image", "epochs_for"]
 
 
-def flops_per_image(recipe: Recipe) -> float:
-    """Forward plus backward FLOPs of one 32x32 training image, counted on the CPU in float32 (the
+def flops_per_image(recipe: Recipe, side: int = 32) -> float:
+    """Forward plus backward FLOPs of one ``side`` x ``side`` training image (32: CIFAR-10's; a smaller
+    one where the model takes it, as a progressively resized recipe's early epochs train on),
+    counted on the CPU in float32 (the
     count does not depend on the device; attention through the math kernel, which the counter reads).
     The step is the trainer's (an optimiser that changes nothing: its elementwise updates are not
     among the operations the counter counts)."""
@@ -27,7 +29,7 @@ def flops_per_image(recipe: Recipe) -> float:
 
     model = build_model(recipe)
     trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.0))
-    x = torch.randn(2, 3, 32, 32)
+    x = torch.randn(2, 3, side, side)
     with (
         FlopCounterMode(display=False) as counter,
         sdpa_kernel(SDPBackend.MATH),

@@ -87,6 +87,15 @@ class Recipe:
     # the whole image is a mismatch (Touvron et al., 2019, "Fixing the train-test resolution
     # discrepancy"); a few closing epochs without crops fit the model to the test's view.
     crop_until: float = 1.0
+    # Progressive resizing: ((side, until), ...) with sides and shares rising.  While the epoch is
+    # below until * epochs the training images (augmented at full size) are downsized to side x side
+    # pixels, for the first such pair that holds; after the last, full size.  A small image costs
+    # less (a convolution's work and the tokens both shrink with the area), so more epochs fit the
+    # same time, and the closing epochs at full size fit the model to the test's view (Touvron et
+    # al., 2019).  Validation and test stay at full size.  A ViT must list the sides in
+    # model_kwargs["extra_sizes"] (models.vit_fast.FastViT resamples its positions to them).
+    # Lists (JSON) are taken as tuples.
+    progressive: tuple = ()
     # "trivial", "randaugment", "autoaugment" or None
     policy: PolicyName | None = None
     mixup_alpha: float = 0.0
@@ -149,6 +158,7 @@ class Recipe:
                 f"recipe {self.name!r}: crop_until={self.crop_until!r} must be the share of the "
                 "epochs trained on crops, above 0 and at most 1 (e.g. --set crop_until=0.9)"
             )
+        self._check_progressive()
         if self.budget_s is not None:
             if not (
                 isinstance(self.budget_s, (int, float)) and self.budget_s > 0
@@ -181,6 +191,56 @@ class Recipe:
                     f"recipe {self.name!r}: {field}={value!r} is not a choice; choose one of {shown} "
                     f"(on the command line, e.g. --set {field}={example})"
                 )
+
+    def _check_progressive(self) -> None:
+        example = "--set progressive=[[24,0.5]]"
+        pairs = self.progressive
+        if isinstance(pairs, (list, tuple)) and all(
+            isinstance(p, (list, tuple)) for p in pairs
+        ):
+            # JSON (the command line, a stored recipe) gives lists; the recipe holds tuples
+            pairs = tuple(tuple(p) for p in pairs)
+            self.progressive = pairs
+        good = isinstance(pairs, tuple) and all(
+            isinstance(p, tuple)
+            and len(p) == 2
+            and isinstance(p[0], int)
+            and p[0] > 0
+            and isinstance(p[1], (int, float))
+            and 0.0 < p[1] <= 1.0
+            for p in pairs
+        )
+        if good:
+            sides, shares = [p[0] for p in pairs], [p[1] for p in pairs]
+            good = sides == sorted(set(sides)) and shares == sorted(
+                set(shares)
+            )
+        if not good:
+            raise ValueError(
+                f"recipe {self.name!r}: progressive={pairs!r} must be (side, until) pairs, sides in "
+                f"pixels and shares of the epochs in (0, 1], both rising (e.g. {example})"
+            )
+        if self.model == "vit" and pairs:
+            listed = tuple(self.model_kwargs.get("extra_sizes", ()))
+            missing = [side for side, _ in pairs if side not in listed]
+            if missing:
+                raise ValueError(
+                    f"recipe {self.name!r}: progressive trains on {missing}-pixel images, which the "
+                    f"ViT does not take: add them to model_kwargs['extra_sizes'] (now {listed!r}), "
+                    "e.g. --set model_kwargs.extra_sizes=(24,)"
+                )
+
+    def train_size(self, epoch: int, epochs: int) -> int | None:
+        """The side the training images are downsized to in this (0-based) epoch of ``epochs``, or
+        None for full size (``progressive``)."""
+        return next(
+            (
+                side
+                for side, until in self.progressive
+                if epoch < until * epochs
+            ),
+            None,
+        )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

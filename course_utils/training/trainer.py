@@ -614,6 +614,7 @@ def _fit(
             if epoch < recipe.crop_until * run.epochs
             else 0
         )
+        run.loader.size = recipe.train_size(epoch, run.epochs)
         _epoch(run, epoch, mix if mixing else smooth_only, start, on_epoch)
         _barrier(run.world)
         now = time.perf_counter()
