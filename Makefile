@@ -164,8 +164,8 @@ train-cpu-stem122-screens: $(STAMP) ## results/ch07_vit_cpu_stem122_{lr_down,lr_
 	$(EXP).cpu_recipe --recipe cpu_stem122_altflip --seeds 0 1 2
 	$(EXP).cpu_recipe --recipe cpu_stem122_cropend --seeds 1
 
-train-cpu-stem122-prog: $(STAMP) ## results/ch07_vit_cpu_stem122_prog*.json, bench_cpu_recipe_stem122_prog.json: cpu_stem122 progressively resized (its first half of the epochs on 24x24 images), for the epochs that buys
-	$(EXP).cpu_recipe --recipe cpu_stem122_prog --seeds 0 1 2
+train-cpu-stem122-prog: $(STAMP) ## results/ch07_vit_cpu_stem122_prog*.json, bench_cpu_recipe_stem122_prog.json: cpu_stem122 progressively resized (the first half of its epochs on 24x24 images), a one-seed screen
+	$(EXP).cpu_recipe --recipe cpu_stem122_prog --seeds 0
 
 train-cpu-wide: $(STAMP) ## results/ch07_vit_cpu_wide*.json, bench_cpu_recipe_wide.json: cpu_stem122 wider (tokenizer and Transformer), for the epochs the half hour holds
 	$(EXP).cpu_recipe --recipe cpu_wide --seeds 0 1 2

@@ -272,15 +272,10 @@ RECIPES["cpu_wide"] = apply_overrides(
     },
     name="cpu_wide",
 )
-# the first half of the epochs on 24x24 images (NOTES["cpu_stem122_prog"] says why), and the
-# epochs the cheaper half buys
+# the first half of cpu_stem122's epochs on 24x24 images (NOTES["cpu_stem122_prog"] says why)
 RECIPES["cpu_stem122_prog"] = apply_overrides(
     RECIPES["cpu_stem122"],
-    {
-        "model_kwargs.extra_sizes": (24,),
-        "progressive": ((24, 0.5),),
-        "epochs": 34,
-    },
+    {"model_kwargs.extra_sizes": (24,), "progressive": ((24, 0.5),)},
     name="cpu_stem122_prog",
 )
 RECIPES["cpu_avx2_stem122"] = apply_overrides(
@@ -557,21 +552,20 @@ NOTES: dict[str, Note] = {
         ),
     ),
     "cpu_stem122_prog": Note(
-        purpose="cpu_stem122 progressively resized: the first half of its epochs on 24x24 images, "
-        "the second on full-size ones, and the epochs the cheaper half buys (34 where cpu_stem122 "
-        "trains 29)",
+        purpose="cpu_stem122 progressively resized: the first half of its 29 epochs on 24x24 images, "
+        "the second on full-size ones; a one-seed screen of what the smaller images cost at equal epochs",
         basis="in the stem chain every change that bought epochs read level or better and the one that "
-        "gave them up (cpu_wide) read far worse, so the next lever is more epochs at the same cost.  "
-        "A 24x24 image has 0.56 of the pixels, and the tokenizer's convolutions (most of the step) "
-        "and the tokens (9 instead of 16) shrink with it: a training step on 24x24 images ran 1.52x "
-        "as many images a second as on 32x32 (batch 64, bf16, six rounds side by side on the "
-        "2-core EPYC with avx512_bf16).  From cpu_stem122's epoch times (about 55 s of training and "
-        "4 s of validation) half the epochs at that rate and half at full size fit 34 epochs in "
-        "cpu_stem122's 29 epochs' time, a little spare kept.  The augmented image is downsized "
-        "(antialiased) and the position table resampled to the 3x3 grid, so one set of weights "
-        "trains at both sizes (fast.ai's progressive resizing; FixRes's closing epochs at the test's "
-        "view).  Read against cpu_stem122's seeds on one-view validation; a screen until the noise "
-        "rule's seeds are in",
+        "gave them up (cpu_wide) read far worse, so the next lever is cheaper epochs.  A 24x24 image "
+        "has 0.56 of the pixels, and the tokenizer's convolutions (most of the step) and the tokens "
+        "(9 instead of 16) shrink with it: the FLOPs per image fall to 0.57 of full size "
+        "(training.compute.flops_per_image).  The augmented image is downsized (antialiased) and the "
+        "position table resampled to the 3x3 grid, so one set of weights trains at both sizes "
+        "(fast.ai's progressive resizing), and the closing half at full size fits the model to the "
+        "test's view (FixRes).  At equal epochs the run measures both things a budgeted version "
+        "needs: what the small images cost in accuracy (read against cpu_stem122's seed 0 on "
+        "one-view validation) and what they save in time on the same machine (the epochs at either "
+        "size in one run's history).  A screen: an effect is stated only after the seeds the noise "
+        "rule needs",
         results=(
             "ch07_vit_cpu_stem122_prog[_seed<s>].json",
             "bench_cpu_recipe_stem122_prog.json",
