@@ -543,10 +543,57 @@ def _schedule(
 BUDGET_SHARE = 0.88
 
 
-def planned_epochs(budget_s: float, first_epoch_s: float, cap: int) -> int:
+def planned_epochs(
+    budget_s: float,
+    first_epoch_s: float,
+    cap: int,
+    epoch_share: Callable[[int, int], float] | None = None,
+) -> int:
     """Whole epochs of ``first_epoch_s`` seconds in ``BUDGET_SHARE`` of ``budget_s``, at least 1 (the
-    epoch already done) and at most ``cap``."""
-    return max(1, min(cap, int(BUDGET_SHARE * budget_s // first_epoch_s)))
+    epoch already done) and at most ``cap``.  ``epoch_share(e, n)``: epoch ``e``'s time as a share of
+    the first's in a run of ``n`` epochs, where epochs differ (progressive resizing); None: all alike."""
+    if epoch_share is None:
+        return max(
+            1, min(cap, int(BUDGET_SHARE * budget_s // first_epoch_s))
+        )
+    allowed = BUDGET_SHARE * budget_s
+    epochs = 1
+    # a run of n + 1 epochs takes longer than one of n (one more epoch of positive time), so the
+    # first count that does not fit ends the search
+    for n in range(2, cap + 1):
+        if (
+            first_epoch_s * sum(epoch_share(e, n) for e in range(n))
+            > allowed
+        ):
+            break
+        epochs = n
+    return epochs
+
+
+def progressive_share(
+    recipe: Recipe, train_s: float, first_epoch_s: float
+) -> Callable[[int, int], float]:
+    """``planned_epochs``'s ``epoch_share`` for a progressively resized recipe whose first epoch took
+    ``first_epoch_s``, ``train_s`` of them training (the rest, validation at full size, stays as it
+    was): the training seconds scale with the FLOPs of an image at each epoch's size
+    (``compute.flops_per_image``).  A smaller image saves at most its share of the FLOPs (the fixed
+    costs of a step do not shrink with it), so a full-size epoch is estimated no faster than it runs
+    and the plan errs short."""
+    from .compute import flops_per_image
+
+    full = recipe.model_kwargs.get("img_size", 32)
+    flops = {
+        side: flops_per_image(recipe, side=side or full)
+        for side in {None, *(side for side, _ in recipe.progressive)}
+    }
+    first = flops[recipe.train_size(0, recipe.epochs)]
+    rest = first_epoch_s - train_s
+
+    def share(epoch: int, epochs: int) -> float:
+        size = recipe.train_size(epoch, epochs)
+        return (train_s * flops[size] / first + rest) / first_epoch_s
+
+    return share
 
 
 def _plan(run: _Run, epochs: int) -> None:
@@ -656,13 +703,24 @@ def _epoch(
         and not run.fast
         and state.planned_epochs is None
     ):
-        _plan(
-            run,
-            planned_epochs(run.recipe.budget_s, state.elapsed, run.epochs),
-        )
+        if run.recipe.progressive:
+            share = progressive_share(
+                run.recipe, fit["seconds"], state.elapsed
+            )
+            epochs = planned_epochs(
+                run.recipe.budget_s, state.elapsed, run.epochs, share
+            )
+            last = share(epochs - 1, epochs) * state.elapsed
+            pace = f" (at {run.recipe.train_size(0, epochs)} px), its last estimated at {last:.1f} s"
+        else:
+            epochs = planned_epochs(
+                run.recipe.budget_s, state.elapsed, run.epochs
+            )
+            pace = ""
+        _plan(run, epochs)
         run.log(
-            f"{run.recipe.name}: the first epoch took {state.elapsed:.1f} s, so {run.epochs} epochs "
-            f"fit {BUDGET_SHARE:.0%} of the {run.recipe.budget_s:.0f} s budget (at most "
+            f"{run.recipe.name}: the first epoch took {state.elapsed:.1f} s{pace}, so {run.epochs} "
+            f"epochs fit {BUDGET_SHARE:.0%} of the {run.recipe.budget_s:.0f} s budget (at most "
             f"{run.recipe.epochs}); the schedule now ends there"
         )
     state.history.append(record)

@@ -30,7 +30,11 @@ def test_the_budget_share_keeps_every_stored_half_hour_run_inside_its_half_hour(
     """Planned from its own first epoch (training and validation), each stored CPU run of the
     half-hour recipes, at its own mean epoch time, ends inside the half hour: the first epoch is not
     always the slowest, and the share leaves room for the epochs that ran slower."""
-    from course_utils.training.trainer import planned_epochs
+    from course_utils.training.recipes import from_stored
+    from course_utils.training.trainer import (
+        planned_epochs,
+        progressive_share,
+    )
 
     runs = sorted((ROOT / "results").glob("ch07_vit_cpu*.json"))
     checked = 0
@@ -41,12 +45,38 @@ def test_the_budget_share_keeps_every_stored_half_hour_run_inside_its_half_hour(
         history = data.get("history") or []
         if data.get("fast") or len(history) < 5:
             continue
+        recipe = from_stored(data["recipe"])
         first = history[0]["elapsed_s"]
-        mean = fmean(h["epoch_time_s"] for h in history)
-        epochs = planned_epochs(1800, first, 10**6)
-        assert epochs * mean <= 1800, (
+        if not recipe.progressive:
+            mean = fmean(h["epoch_time_s"] for h in history)
+            epochs = planned_epochs(1800, first, 10**6)
+            assert epochs * mean <= 1800, (
+                f"{path.name}: {epochs} epochs planned from a {first:.1f} s first epoch take "
+                f"{epochs * mean:.0f} s at its mean {mean:.1f} s an epoch"
+            )
+            checked += 1
+            continue
+        # progressively resized: the plan from the first (small-image) epoch, at the mean time the
+        # run measured for an epoch of each size
+        done = len(history)
+        size = [recipe.train_size(e, done) for e in range(done)]
+        mean_at = {
+            side: fmean(
+                h["epoch_time_s"] for h, s in zip(history, size) if s == side
+            )
+            for side in set(size)
+        }
+        train_s = data["train_images"] / history[0]["train_images_per_s"]
+        share = progressive_share(
+            dataclasses.replace(recipe, epochs=10**4), train_s, first
+        )
+        epochs = planned_epochs(1800, first, 10**4, share)
+        took = sum(
+            mean_at[recipe.train_size(e, epochs)] for e in range(epochs)
+        )
+        assert took <= 1800, (
             f"{path.name}: {epochs} epochs planned from a {first:.1f} s first epoch take "
-            f"{epochs * mean:.0f} s at its mean {mean:.1f} s an epoch"
+            f"{took:.0f} s at its mean epoch times by size {mean_at}"
         )
         checked += 1
     assert checked >= 10, f"only {checked} stored half-hour runs found"
@@ -149,3 +179,34 @@ def test_fast_mode_ignores_the_budget(tmp_path, split, monkeypatch):
         log=lambda *_: None,
     )
     assert summary["epochs_done"] == recipe.fast_epochs
+
+
+def test_a_progressive_plan_counts_the_small_epochs_at_their_flops():
+    """With progressive resizing the plan prices each epoch by its image size: the first epoch's
+    training seconds scaled by the FLOPs per image, its validation seconds as they were; the cheap
+    small epochs buy more epochs than a plan that priced them all like the first would."""
+    from course_utils.experiments.recipes import RECIPES
+    from course_utils.training.compute import flops_per_image
+    from course_utils.training.trainer import (
+        BUDGET_SHARE,
+        planned_epochs,
+        progressive_share,
+    )
+
+    recipe = dataclasses.replace(RECIPES["cpu_stem122_prog"], epochs=60)
+    ratio = flops_per_image(recipe) / flops_per_image(recipe, side=24)
+    share = progressive_share(recipe, train_s=40.0, first_epoch_s=45.0)
+    assert share(0, 30) == pytest.approx(1.0)
+    assert share(29, 30) == pytest.approx((40.0 * ratio + 5.0) / 45.0)
+    epochs = planned_epochs(1800, 45.0, 60, share)
+
+    def total(n: int) -> float:
+        small = -(-n // 2)  # the epochs below half of the count
+        return small * 45.0 + (n - small) * (40.0 * ratio + 5.0)
+
+    assert 1 < epochs < 60
+    assert total(epochs) <= BUDGET_SHARE * 1800 < total(epochs + 1)
+    # a full-size epoch costs more than the first: fewer epochs than all-like-the-first
+    assert epochs < planned_epochs(1800, 45.0, 60)
+    assert planned_epochs(1800, 45.0, 5, share) == 5
+    assert planned_epochs(1800, 5000.0, 60, share) == 1
