@@ -10,7 +10,9 @@ submissions and read the gradebook.
 - a notebook that rebinds the course's checks and references cannot fool the hidden tests;
 - a notebook that rebinds torch, Tensor or builtins functions, or swallows errors, loses the
   hidden tests' points or is flagged by the static scan (``course_utils.grading.tamper``);
-- an infinite loop costs only the exercise it is in (the per-cell timeout interrupts it);
+- an infinite loop costs only the exercise it is in (the per-cell timeout interrupts it; the loop
+  here sleeps, so the cells it holds leave the CPU to the other graders, and
+  tests/grading/test_forkserver.py interrupts one that spins);
 - feedback shows no hidden-test code and no traceback.
 
 Grading runs through the course's parallel grader (``course_utils.grading.autograde``), as an
@@ -209,7 +211,7 @@ def _loop_last_function(nb):
     cell = cells[-1]
     cell.source = re.sub(
         r'(\n    """.*?"""\n)',
-        r"\1    while True:\n        pass\n",
+        r"\1    import time\n\n    while True:\n        time.sleep(0.5)\n",
         cell.source,
         count=1,
         flags=re.S,
