@@ -278,6 +278,12 @@ RECIPES["cpu_stem122_prog"] = apply_overrides(
     {"model_kwargs.extra_sizes": (24,), "progressive": ((24, 0.5),)},
     name="cpu_stem122_prog",
 )
+# cpu_stem122 with its full-resolution layer fixed to patch whitening (NOTES["cpu_stem122_white"])
+RECIPES["cpu_stem122_white"] = apply_overrides(
+    RECIPES["cpu_stem122"],
+    {"model_kwargs.whiten_stem": True},
+    name="cpu_stem122_white",
+)
 RECIPES["cpu_avx2_stem122"] = apply_overrides(
     RECIPES["cpu_stem122"],
     dict(amp="none", budget_s=1800, epochs=60),
@@ -569,6 +575,25 @@ NOTES: dict[str, Note] = {
         results=(
             "ch07_vit_cpu_stem122_prog[_seed<s>].json",
             "bench_cpu_recipe_stem122_prog.json",
+        ),
+    ),
+    "cpu_stem122_white": Note(
+        purpose="cpu_stem122 with the tokenizer's first layer fixed to patch whitening filters, a one-seed "
+        "screen at equal epochs",
+        basis="Jordan's CIFAR-10 speed runs (airbench, 2024) start from a first layer that whitens "
+        "the image's small patches and is never trained: the layer after it sees decorrelated "
+        "inputs of equal variance from the first step, which speeds early learning.  Here the "
+        "32 filters of the 32x32 stage are the 16 leading whitening filters of the 3x3 patches of "
+        "5,000 training images, each with its negative (after the ReLU the pair keeps both signs), "
+        "and their batch norm keeps its statistics but trains no scale or shift.  Nothing before "
+        "the 16x16 stage then needs a gradient, so backward skips the full-resolution layer, where "
+        "cpu_stem122's profile puts the step's most memory-bound work.  At equal epochs the run "
+        "reads what the fixed layer costs or gives in accuracy (against cpu_stem122's seed 0 on "
+        "validation); the step's speed is read side by side (benchmarks.cpu_recipe_steps).  A "
+        "screen: an effect is stated only after the seeds the noise rule needs",
+        results=(
+            "ch07_vit_cpu_stem122_white[_seed<s>].json",
+            "bench_cpu_recipe_stem122_white.json",
         ),
     ),
     "cpu_wide": Note(

@@ -16,9 +16,12 @@ instead of the course's truncated normal, the one a learner gets who writes no i
 ``pool="seq"`` (sequence pooling, as in Compact Convolutional Transformers: no CLS token; the
 head reads a learned softmax-weighted mean of the patch tokens), ``stem_convs`` (that many
 conv layers per width of the convolutional tokenizer, ``references.vit.ConvTokenizer``'s
-``convs_per_stage``) and ``extra_sizes`` (smaller square images the model also takes, its
+``convs_per_stage``), ``extra_sizes`` (smaller square images the model also takes, its
 learned positions resampled to their coarser grid: the early epochs of a progressively resized
-recipe train on them).
+recipe train on them) and ``whiten_stem`` (the tokenizer's first convolution fixed to patch
+whitening filters from training images, ``init_from_data``, and with its batch norm's scale and
+shift, not trained: no gradient then flows through the full-resolution layer, the step's most
+memory-bound stage).
 
 Shapes: tokens ``(B, N, dim)`` (``N`` counts the CLS token when there is one); heads
 ``(B, H, N, dim / H)``.
@@ -38,6 +41,7 @@ from ..references.multihead import (
 )
 from ..references.positional import resample_grid
 from ..references.vit import ConvTokenizer, EncoderBlock, ViT
+from .whitening import whitening_filters
 
 __all__ = ["FastEncoderBlock", "FastViT"]
 
@@ -81,6 +85,7 @@ class FastViT(ViT):
         pool: str = "cls",
         stem_convs: int | tuple[int, ...] = 1,
         extra_sizes: tuple[int, ...] = (),
+        whiten_stem: bool = False,
         **kwargs,
     ):
         if pool not in ("cls", "seq"):
@@ -143,6 +148,46 @@ class FastViT(ViT):
             # zero scores: training starts from the plain mean of the tokens
             nn.init.zeros_(self.seq_pool.weight)
             nn.init.zeros_(self.seq_pool.bias)
+        # after the tokenizer is final (stem_convs replaces it)
+        self.whiten_stem = bool(whiten_stem)
+        if self.whiten_stem:
+            self._freeze_first_layer()
+
+    def _first_layer(self) -> tuple[nn.Conv2d, nn.BatchNorm2d]:
+        net = getattr(self.patch_embed, "net", None)
+        if not (
+            isinstance(self.patch_embed, ConvTokenizer)
+            and isinstance(net[0], nn.Conv2d)
+            and isinstance(net[1], nn.BatchNorm2d)
+        ):
+            raise ValueError(
+                "FastViT: whiten_stem needs a convolutional tokenizer; give stem_channels too"
+            )
+        return net[0], net[1]
+
+    def _freeze_first_layer(self) -> None:
+        conv, norm = self._first_layer()
+        dims = conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1]
+        if conv.out_channels % 2 or conv.out_channels > 2 * dims:
+            raise ValueError(
+                f"FastViT: whiten_stem needs an even first width of at most {2 * dims} (a filter and "
+                f"its negative per direction of a {conv.kernel_size[0]}x{conv.kernel_size[1]} patch); "
+                f"got {conv.out_channels}: change stem_channels[0]"
+            )
+        for p in (conv.weight, norm.weight, norm.bias):
+            p.requires_grad_(False)
+
+    @torch.no_grad()
+    def init_from_data(self, images: Tensor) -> None:
+        """With ``whiten_stem``, set the first convolution to the whitening filters of ``images (N, 3,
+        H, W)`` (normalised training images; ``models.whitening``); otherwise nothing."""
+        if not self.whiten_stem:
+            return
+        conv, _ = self._first_layer()
+        filters = whitening_filters(
+            images, conv.out_channels, kernel=conv.kernel_size[0]
+        )
+        conv.weight.copy_(filters.to(conv.weight.dtype))
 
     def _init(self) -> None:
         if self._course_init:

@@ -405,6 +405,11 @@ def _prepare(
     epochs = recipe.fast_epochs if fast else recipe.epochs
     data = _load_data(recipe, data, fast)
     model = (build_model(recipe) if model is None else model).to(device)
+    # a data-dependent first layer (models.vit_fast.FastViT's whiten_stem), set before the optimiser
+    # sees the parameters; a resumed run's checkpoint then overwrites it with the same filters
+    init = getattr(model, "init_from_data", None)
+    if init is not None:
+        init(cdata.normalize(data.train_images[:INIT_IMAGES]).to(device))
     if recipe.channels_last:
         model = model.to(memory_format=torch.channels_last)
     loaders = _loaders(recipe, data, device, rank, world)
@@ -533,6 +538,11 @@ def _schedule(
         int(recipe.warmup_epochs * steps_per_epoch), total_steps - 1
     )
     return lr_factor(recipe.schedule, total_steps, warmup_steps)
+
+
+# training images a data-dependent initialisation reads (the first of the training split: the same
+# under a seed, and enough for a 27x27 covariance several hundred thousand patches deep)
+INIT_IMAGES = 5000
 
 
 # A budgeted run trains the whole epochs that fit this share of its budget at its first epoch's

@@ -595,6 +595,29 @@ def test_cpu_stem122_prog_is_cpu_stem122_with_its_first_half_on_24_pixel_images(
     )
 
 
+def test_cpu_stem122_white_is_cpu_stem122_with_a_fixed_whitened_first_layer():
+    """The whitening screen changes one model switch: cpu_stem122's network, optimiser and epochs
+    otherwise, and its first layer trains nothing."""
+    from course_utils.experiments.recipes import RECIPES
+    from course_utils.training.recipes import build_model
+
+    base, white = RECIPES["cpu_stem122"], RECIPES["cpu_stem122_white"]
+    a, b = base.to_dict(), white.to_dict()
+    assert {k for k in a if a[k] != b[k]} == {"name", "model_kwargs"}
+    assert {
+        k
+        for k in b["model_kwargs"]
+        if a["model_kwargs"].get(k) != b["model_kwargs"][k]
+    } == {"whiten_stem"}
+    model = build_model(white)
+    frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
+    assert frozen == {
+        "patch_embed.net.0.weight",
+        "patch_embed.net.1.weight",
+        "patch_embed.net.1.bias",
+    }
+
+
 def test_runs_held_to_narrower_kernels_say_so_and_table_apart(
     tmp_path, monkeypatch
 ):
