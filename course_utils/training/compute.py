@@ -12,7 +12,6 @@ from __future__ import annotations
 import torch
 
 from .recipes import Recipe, build_model
-from .trainer import Trainer
 
 __all__ = ["flops_per_image", "epochs_for"]
 
@@ -20,21 +19,23 @@ __all__ = ["flops_per_image", "epochs_for"]
 def flops_per_image(recipe: Recipe, side: int = 32) -> float:
     """Forward plus backward FLOPs of one ``side`` x ``side`` training image (32: CIFAR-10's; a smaller
     one where the model takes it, as a progressively resized recipe's early epochs train on),
-    counted on the CPU in float32 (the
-    count does not depend on the device; attention through the math kernel, which the counter reads).
-    The step is the trainer's (an optimiser that changes nothing: its elementwise updates are not
-    among the operations the counter counts)."""
+    counted on the CPU in float32 (the count does not depend on the device; attention through the
+    math kernel, which the counter reads).  The backward pass is the one a training step runs, to
+    the parameters that train (``torch.autograd.grad`` returns their gradients: a measurement, not
+    a step; an optimiser's elementwise update is not among the operations the counter counts)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
     model = build_model(recipe)
-    trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.0))
+    params = [p for p in model.parameters() if p.requires_grad]
     x = torch.randn(2, 3, side, side)
     with (
         FlopCounterMode(display=False) as counter,
         sdpa_kernel(SDPBackend.MATH),
     ):
-        trainer.update(model(x).float().sum())
+        torch.autograd.grad(
+            model(x).float().sum(), params, allow_unused=True
+        )
     return counter.get_total_flops() / len(x)
 
 
