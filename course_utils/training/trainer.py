@@ -40,6 +40,7 @@ from ..results import machine
 from ..runtime import pick_device, seed_everything
 from . import data as cdata
 from .checkpoint import RunState, resumable, write_history, write_run_result
+from .compute import flops_per_image
 from .evaluation import evaluate, final_test
 from .optim import lr_factor, make_optimizer
 from .precision import choose_amp
@@ -589,8 +590,6 @@ def progressive_share(
     (``compute.flops_per_image``).  A smaller image saves at most its share of the FLOPs (the fixed
     costs of a step do not shrink with it), so a full-size epoch is estimated no faster than it runs
     and the plan errs short."""
-    from .compute import flops_per_image
-
     full = recipe.model_kwargs.get("img_size", 32)
     flops = {
         side: flops_per_image(recipe, side=side or full)
