@@ -284,6 +284,12 @@ RECIPES["cpu_stem122_white"] = apply_overrides(
     {"model_kwargs.whiten_stem": True},
     name="cpu_stem122_white",
 )
+# cpu_stem122 with TrivialAugment on top of its crops and flips (NOTES["cpu_stem122_trivial"])
+RECIPES["cpu_stem122_trivial"] = apply_overrides(
+    RECIPES["cpu_stem122"],
+    dict(policy="trivial"),
+    name="cpu_stem122_trivial",
+)
 RECIPES["cpu_avx2_stem122"] = apply_overrides(
     RECIPES["cpu_stem122"],
     dict(amp="none", budget_s=1800, epochs=60),
@@ -594,6 +600,23 @@ NOTES: dict[str, Note] = {
         results=(
             "ch07_vit_cpu_stem122_white[_seed<s>].json",
             "bench_cpu_recipe_stem122_white.json",
+        ),
+    ),
+    "cpu_stem122_trivial": Note(
+        purpose="cpu_stem122 with TrivialAugment (one operation and strength per image) after its crops "
+        "and flips, a one-seed screen at equal epochs",
+        basis="cpu_stem122's seeds end their 29 epochs at about 0.94 training accuracy on augmented "
+        "images against about 0.86 on one view of the validation images: by then the network fits "
+        "what it is shown better than what it has not seen, and a stronger augmentation is the "
+        "usual remedy.  TrivialAugment (Muller and Hutter, 2021) has no setting to tune, and the "
+        "course's batched version costs a few microseconds per image (bench_trivial_augment.json) "
+        "against more than a millisecond for the training step, so the epochs stay cpu_stem122's.  "
+        "It also makes each epoch harder to fit, which a short schedule may not repay.  A screen: "
+        "seed 0, read against cpu_stem122's seed 0 on validation; an effect is stated only after "
+        "the seeds the noise rule needs",
+        results=(
+            "ch07_vit_cpu_stem122_trivial[_seed<s>].json",
+            "bench_cpu_recipe_stem122_trivial.json",
         ),
     ),
     "cpu_wide": Note(

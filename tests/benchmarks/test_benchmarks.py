@@ -618,6 +618,41 @@ def test_cpu_stem122_white_is_cpu_stem122_with_a_fixed_whitened_first_layer():
     }
 
 
+def test_cpu_stem122_trivial_is_cpu_stem122_with_trivial_augment_per_image():
+    """The augmentation screen changes one setting: cpu_stem122's network, optimiser, crops, flips
+    and epochs otherwise; and its loader draws an operation per image, not per batch."""
+    import torch
+
+    from course_utils.experiments.recipes import RECIPES
+    from course_utils.training.data import BatchLoader
+
+    base, screen = RECIPES["cpu_stem122"], RECIPES["cpu_stem122_trivial"]
+    a, b = base.to_dict(), screen.to_dict()
+    assert {k for k in a if a[k] != b[k]} == {"name", "policy"}
+    assert b["policy"] == "trivial" and a["policy"] is None
+    images = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8)
+    labels = torch.zeros(64, dtype=torch.long)
+
+    def batch(policy):
+        loader = BatchLoader(
+            images,
+            labels,
+            64,
+            shuffle=True,
+            augment=True,
+            crop_padding=screen.crop_padding,
+            policy=policy,
+            seed=0,
+        )
+        return next(iter(loader))[0]
+
+    plain, augmented = batch(None), batch("trivial")
+    changed = (plain != augmented).flatten(1).any(1)
+    # one operation per image: most images change, and not all by the same operation (identity
+    # is one of the choices, so a few may not change)
+    assert 0.5 < changed.float().mean() <= 1.0
+
+
 def test_runs_held_to_narrower_kernels_say_so_and_table_apart(
     tmp_path, monkeypatch
 ):
