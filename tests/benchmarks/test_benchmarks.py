@@ -653,6 +653,17 @@ def test_cpu_stem122_trivial_is_cpu_stem122_with_trivial_augment_per_image():
     assert 0.5 < changed.float().mean() <= 1.0
 
 
+def test_cpu_stem122_x2_is_cpu_stem122_for_twice_its_epochs():
+    """The compute measurement changes the epochs only, so the learning rate's linear decay
+    stretches over twice as many steps."""
+    from course_utils.experiments.recipes import RECIPES
+
+    base, long = RECIPES["cpu_stem122"], RECIPES["cpu_stem122_x2"]
+    a, b = base.to_dict(), long.to_dict()
+    assert {k for k in a if a[k] != b[k]} == {"name", "epochs"}
+    assert long.epochs == 2 * base.epochs and long.budget_s == base.budget_s
+
+
 def test_runs_held_to_narrower_kernels_say_so_and_table_apart(
     tmp_path, monkeypatch
 ):
