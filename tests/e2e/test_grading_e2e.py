@@ -201,32 +201,14 @@ def _tamper_with(code: str):
     return edit
 
 
-def _loop_least_called_function(nb, cid):
-    """Make one graded function loop forever: the one the fewest other cells of the chapter call
-    (by name, its hidden tests included), the last of those on a tie.  Each cell that calls it waits out a
-    cell timeout, so this keeps the looping submission's grading short while it still proves that
-    only the looping exercise loses points."""
-    source = solution_notebook(cid)
+def _loop_last_function(nb):
     cells = [
         c
         for c in nb.cells
         if c.metadata.get("nbgrader", {}).get("solution")
         and c.source.lstrip().startswith("def ")
     ]
-
-    def callers(cell) -> int:
-        name = re.match(r"\s*def (\w+)", cell.source).group(1)
-        gid = cell.metadata["nbgrader"]["grade_id"]
-        return sum(
-            1
-            for c in source.cells
-            if c.cell_type == "code"
-            and c.metadata.get("nbgrader", {}).get("grade_id") != gid
-            and re.search(rf"\b{name}\b", c.source)
-        )
-
-    fewest = min(callers(c) for c in cells)
-    cell = [c for c in cells if callers(c) == fewest][-1]
+    cell = cells[-1]
     cell.source = re.sub(
         r'(\n    """.*?"""\n)',
         r"\1    import time\n\n    while True:\n        time.sleep(0.5)\n",
@@ -368,7 +350,7 @@ def test_autograde_end_to_end(cid, course):
         )
     _write(course, cid, "pasted-reference", _pasted_reference(course, cid))
     looping = _submission(course, cid)
-    loop_target = _loop_least_called_function(looping, cid)
+    loop_target = _loop_last_function(looping)
     _write(course, cid, "loop", looping)
 
     start = time.perf_counter()
