@@ -620,7 +620,8 @@ def test_cpu_stem122_white_is_cpu_stem122_with_a_fixed_whitened_first_layer():
 
 def test_cpu_stem122_trivial_is_cpu_stem122_with_trivial_augment_per_image():
     """The augmentation screen changes one setting: cpu_stem122's network, optimiser, crops, flips
-    and epochs otherwise; and its loader draws an operation per image, not per batch."""
+    and epochs otherwise; and its loader applies the policy on top of the same crops and flips
+    (one draw per image is tests/training/test_augment.py's to check)."""
     import torch
 
     from course_utils.experiments.recipes import RECIPES
@@ -648,8 +649,8 @@ def test_cpu_stem122_trivial_is_cpu_stem122_with_trivial_augment_per_image():
 
     plain, augmented = batch(None), batch("trivial")
     changed = (plain != augmented).flatten(1).any(1)
-    # one operation per image: most images change, and not all by the same operation (identity
-    # is one of the choices, so a few may not change)
+    # the same generator draws the same crops and flips first, so what differs is the policy's;
+    # identity is one of its operations, so a few images may come out unchanged
     assert 0.5 < changed.float().mean() <= 1.0
 
 
