@@ -665,6 +665,34 @@ def test_cpu_stem122_x2_is_cpu_stem122_for_twice_its_epochs():
     assert long.epochs == 2 * base.epochs and long.budget_s == base.budget_s
 
 
+def test_cpu_stem122_dp_is_cpu_stem122_with_stochastic_depth():
+    """The screen changes the last block's drop rate only; the model built from it drops whole
+    residual branches per image while training and none in evaluation."""
+    import torch
+
+    from course_utils.experiments.recipes import RECIPES
+    from course_utils.training.recipes import build_model
+
+    base, dp = RECIPES["cpu_stem122"], RECIPES["cpu_stem122_dp"]
+    a, b = base.to_dict(), dp.to_dict()
+    assert {k for k in a if a[k] != b[k]} == {"name", "model_kwargs"}
+    ka, kb = a["model_kwargs"], b["model_kwargs"]
+    assert {k for k in ka.keys() | kb.keys() if ka.get(k) != kb.get(k)} == {
+        "drop_path"
+    }
+    assert kb["drop_path"] == 0.1
+    torch.manual_seed(0)
+    model = build_model(dp)
+    rates = [
+        getattr(blk.drop_path, "p", 0.0) for blk in model.blocks
+    ]  # the first: Identity
+    assert rates[0] == 0.0 and abs(rates[-1] - 0.1) < 1e-9
+    model.eval()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(model(x), model(x))
+
+
 def test_runs_held_to_narrower_kernels_say_so_and_table_apart(
     tmp_path, monkeypatch
 ):
