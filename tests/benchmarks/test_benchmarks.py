@@ -262,8 +262,8 @@ def test_cpu_stem122_ema_is_cpu_stem122_with_a_moving_average_only():
 
 def test_cpu_stem122_screens_change_one_setting_each():
     """Each screen reads against cpu_stem122 with one setting moved: the learning rate by a factor
-    sqrt(2) either way (rounded), the label smoothing doubled, the flips alternating, or the crops
-    stopping for the last epochs."""
+    sqrt(2) either way (rounded), the label smoothing doubled or removed, the flips alternating, or
+    the crops stopping for the last epochs."""
     import math
 
     from course_utils.experiments.recipes import RECIPES
@@ -290,6 +290,12 @@ def test_cpu_stem122_screens_change_one_setting_each():
         moved["cpu_stem122_lr_up"][1], math.sqrt(2), rel_tol=0.02
     )
     assert moved["cpu_stem122_ls2"] == ("label_smoothing", 2.0)
+    ls0 = RECIPES["cpu_stem122_ls0"].to_dict()
+    assert {k for k in base if base[k] != ls0[k]} == {
+        "name",
+        "label_smoothing",
+    }
+    assert (base["label_smoothing"], ls0["label_smoothing"]) == (0.1, 0.0)
     flips = RECIPES["cpu_stem122_altflip"].to_dict()
     assert {k for k in base if base[k] != flips[k]} == {"name", "flip"}
     assert (base["flip"], flips["flip"]) == ("random", "alternate")
