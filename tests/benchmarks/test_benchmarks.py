@@ -262,8 +262,9 @@ def test_cpu_stem122_ema_is_cpu_stem122_with_a_moving_average_only():
 
 def test_cpu_stem122_screens_change_one_setting_each():
     """Each screen reads against cpu_stem122 with one setting moved: the learning rate by a factor
-    sqrt(2) either way (rounded), the label smoothing doubled or removed, the flips alternating, or
-    the crops stopping for the last epochs."""
+    sqrt(2) either way (rounded), the label smoothing doubled or removed, the batch halved (the
+    learning rate divided by sqrt(2)), the flips alternating, or the crops stopping for the last
+    epochs."""
     import math
 
     from course_utils.experiments.recipes import RECIPES
@@ -296,6 +297,14 @@ def test_cpu_stem122_screens_change_one_setting_each():
         "label_smoothing",
     }
     assert (base["label_smoothing"], ls0["label_smoothing"]) == (0.1, 0.0)
+    b32 = RECIPES["cpu_stem122_b32"].to_dict()
+    assert {k for k in base if base[k] != b32[k]} == {
+        "name",
+        "batch_size",
+        "lr",
+    }
+    assert b32["batch_size"] * 2 == base["batch_size"]
+    assert math.isclose(b32["lr"] / base["lr"], 1 / math.sqrt(2))
     flips = RECIPES["cpu_stem122_altflip"].to_dict()
     assert {k for k in base if base[k] != flips[k]} == {"name", "flip"}
     assert (base["flip"], flips["flip"]) == ("random", "alternate")
