@@ -550,8 +550,9 @@ INIT_IMAGES = 5000
 # pace: the epochs after the first run slower or faster on a shared machine, and the share keeps
 # every one of the course's stored half-hour runs inside the budget, planned from its own first
 # epoch at its own mean pace (tests/training/test_budget_epochs.py reads their histories; a new
-# run that ran further behind its first epoch lowers it).
-BUDGET_SHARE = 0.88
+# run that ran further behind its first epoch lowers it: 0.88 until cpu_stem122_b32's seed 0, whose
+# epochs ran 16% slower on average than its first).
+BUDGET_SHARE = 0.84
 
 
 def planned_epochs(
