@@ -559,10 +559,8 @@ NOTES: dict[str, Note] = {
         basis="cpu_stem122 is under-trained rather than over-fitted at 29 epochs: its validation loss "
         "still falls at the last epoch, twice the epochs test higher (cpu_stem122_x2), and each "
         "regulariser added to it read lower on validation (label smoothing 0.2, TrivialAugment, "
-        "stochastic depth: cpu_stem122_ls2, cpu_stem122_trivial, cpu_stem122_dp).  The one it already "
-        "has that costs nothing to remove is its label smoothing: with hard targets every correctly "
-        "classified image keeps a gradient only while its margin is small, so the updates go to the "
-        "images still wrong.  A screen: seed 0 only, read against cpu_stem122's seed 0 on validation; "
+        "stochastic depth: cpu_stem122_ls2, cpu_stem122_trivial, cpu_stem122_dp).  The regulariser it "
+        "already has that costs nothing to remove is its label smoothing (0.1).  A screen: seed 0 only, read against cpu_stem122's seed 0 on validation; "
         "an effect is stated only after the seeds the noise rule needs",
         results=(
             "ch07_vit_cpu_stem122_ls0[_seed<s>].json",
