@@ -7,7 +7,7 @@ inside each block is computed differently: one ``(3d, d)`` projection and PyTorc
 ``scaled_dot_product_attention``, without materialising the weights.  ``attention_maps`` still
 reads the weights through the reference's readable path.
 
-Four levers the reference does not have, for chapter 08's ablations and chapter 07's recipes
+Levers the reference does not have, for chapter 08's ablations and chapter 07's recipes
 (all off by default, and then nothing is drawn from the random generator that the reference does
 not draw): ``drop_path`` (stochastic depth, section 8.2: each block's two residual branches are
 dropped per sample with a probability rising linearly from 0 at the first block to
@@ -21,7 +21,8 @@ learned positions resampled to their coarser grid: the early epochs of a progres
 recipe train on them) and ``whiten_stem`` (the tokenizer's first convolution fixed to patch
 whitening filters from training images, ``init_from_data``, and with its batch norm's scale and
 shift, not trained: no gradient then flows through the full-resolution layer, the step's most
-memory-bound stage).
+memory-bound stage), and ``mirror`` (``models.mirror``: every layer tied to its left-right
+mirror, so that an image and its mirror get the same logits by construction).
 
 Shapes: tokens ``(B, N, dim)`` (``N`` counts the CLS token when there is one); heads
 ``(B, H, N, dim / H)``.
@@ -41,6 +42,7 @@ from ..references.multihead import (
 )
 from ..references.positional import resample_grid
 from ..references.vit import ConvTokenizer, EncoderBlock, ViT
+from .mirror import make_mirror_symmetric
 from .whitening import whitening_filters
 
 __all__ = ["FastEncoderBlock", "FastViT"]
@@ -86,6 +88,7 @@ class FastViT(ViT):
         stem_convs: int | tuple[int, ...] = 1,
         extra_sizes: tuple[int, ...] = (),
         whiten_stem: bool = False,
+        mirror: bool = False,
         **kwargs,
     ):
         if pool not in ("cls", "seq"):
@@ -151,7 +154,16 @@ class FastViT(ViT):
         # after the tokenizer is final (stem_convs replaces it)
         self.whiten_stem = bool(whiten_stem)
         if self.whiten_stem:
+            if mirror:
+                raise ValueError(
+                    "FastViT: whiten_stem and mirror cannot be combined (whitening filters come "
+                    "in a filter-and-negative pairing, not a mirror pairing); choose one"
+                )
             self._freeze_first_layer()
+        self.mirror = bool(mirror)
+        if self.mirror:
+            # last: it ties the final tokenizer, blocks and embeddings as initialised
+            make_mirror_symmetric(self)
 
     def _first_layer(self) -> tuple[nn.Conv2d, nn.BatchNorm2d]:
         net = getattr(self.patch_embed, "net", None)
@@ -197,7 +209,14 @@ class FastViT(ViT):
             nn.init.normal_(self.cls_token, std=0.02)
 
     def no_weight_decay(self) -> set[str]:
-        return super().no_weight_decay() & set(dict(self.named_parameters()))
+        """The reference's names that exist here; a tied one (``mirror``) under its stored name."""
+        names = set(dict(self.named_parameters()))
+        found = set()
+        for name in super().no_weight_decay():
+            for stored in (name, f"parametrizations.{name}.original"):
+                if stored in names:
+                    found.add(stored)
+        return found
 
     def check_images(self, images: Tensor) -> None:
         """The reference's check, which also lets through the square ``extra_sizes``."""

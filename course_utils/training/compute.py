@@ -22,11 +22,19 @@ def flops_per_image(recipe: Recipe, side: int = 32) -> float:
     counted on the CPU in float32 (the count does not depend on the device; attention through the
     math kernel, which the counter reads).  The backward pass is the one a training step runs, to
     the parameters that train (``torch.autograd.grad`` returns their gradients: a measurement, not
-    a step; an optimiser's elementwise update is not among the operations the counter counts)."""
+    a step; an optimiser's elementwise update is not among the operations the counter counts).
+    Tied weights (``models.mirror``) are counted untied: the counter cannot follow
+    ``torch.autograd.grad`` into a parametrization, and building a tied weight is elementwise work
+    it does not count either."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.utils import parametrize
     from torch.utils.flop_counter import FlopCounterMode
 
     model = build_model(recipe)
+    for module in model.modules():
+        if parametrize.is_parametrized(module):
+            for name in list(module.parametrizations):
+                parametrize.remove_parametrizations(module, name)
     params = [p for p in model.parameters() if p.requires_grad]
     x = torch.randn(2, 3, side, side)
     with (

@@ -708,6 +708,34 @@ def test_cpu_stem122_dp_is_cpu_stem122_with_stochastic_depth():
         assert torch.equal(model(x), model(x))
 
 
+def test_cpu_stem122_mirror_is_cpu_stem122_tied_to_its_mirror():
+    """The screen ties the model and takes fewer epochs for its slower step, nothing else; the tied
+    model does the same arithmetic per image and gives an image and its mirror the same logits."""
+    import torch
+
+    from course_utils.experiments.recipes import RECIPES
+    from course_utils.training.compute import flops_per_image
+    from course_utils.training.recipes import build_model
+
+    base, tied = RECIPES["cpu_stem122"], RECIPES["cpu_stem122_mirror"]
+    a, b = base.to_dict(), tied.to_dict()
+    assert {k for k in a if a[k] != b[k]} == {
+        "name",
+        "model_kwargs",
+        "epochs",
+    }
+    ka, kb = a["model_kwargs"], b["model_kwargs"]
+    assert {k for k in ka.keys() | kb.keys() if ka.get(k) != kb.get(k)} == {
+        "mirror"
+    }
+    assert kb["mirror"] is True and tied.epochs < base.epochs
+    assert flops_per_image(tied) == flops_per_image(base)
+    model = build_model(tied).eval()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.allclose(model(x), model(x.flip(-1)), atol=1e-5)
+
+
 def test_runs_held_to_narrower_kernels_say_so_and_table_apart(
     tmp_path, monkeypatch
 ):
