@@ -721,9 +721,11 @@ NOTES: dict[str, Note] = {
         "parameters; a flipped training image then teaches the same thing as the original, so the "
         "flips no longer enlarge the data and the tie has to make up for that.  The ties cost "
         "arithmetic-free work per step (building each tied weight, normalising channel pairs "
-        "together), about an eighth more time per image on 2 cores (benchmarks.cpu_recipe_steps "
-        "side by side), so 26 epochs instead of 29 fill the same half hour.  A screen: seed 0, "
-        "read against cpu_stem122's seed 0 on one-view validation",
+        "together): the epochs are cpu_stem122's divided by the step's time ratio measured side by "
+        "side (benchmarks.cpu_recipe_steps), rounded.  A screen: seed 0, read against cpu_stem122's "
+        "seeds on one-view validation.  Its seed 0 ran slightly over the half hour (its epochs, "
+        "validation included, cost more than the steps alone: results/ch07_vit_cpu_stem122_mirror.json "
+        "records each), so a run to keep would take one epoch fewer",
         results=(
             "ch07_vit_cpu_stem122_mirror[_seed<s>].json",
             "bench_cpu_recipe_stem122_mirror.json",
