@@ -2,7 +2,10 @@
 
 ``transformer`` (chapter 06's encoder-decoder), ``resnet`` (chapter 07's convolutional
 baseline), ``torch_interop`` (the course's ``MultiHeadAttention`` <-> ``nn.MultiheadAttention``),
-``twins`` (graded layers computed by PyTorch's own functions: what the class edition builds).
+``twins`` (graded layers computed by PyTorch's own functions: what the class edition builds),
+``vit_fast`` (chapter 07's ViT as the trainer runs it), ``mirror`` (that ViT tied to its
+left-right mirror: an image and its mirror get the same logits), ``whitening`` (patch-whitening
+filters for a tokenizer's first layer).
 
 May import torch and ``references``; never ``training``, ``grading`` or ``cli``.
 """
