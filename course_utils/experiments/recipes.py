@@ -318,6 +318,12 @@ RECIPES["cpu_stem122_mirror"] = apply_overrides(
     {"model_kwargs.mirror": True, "epochs": 26},
     name="cpu_stem122_mirror",
 )
+# cpu_stem122 with its position table alone mirror-symmetric (NOTES["cpu_stem122_mirrorpos"])
+RECIPES["cpu_stem122_mirrorpos"] = apply_overrides(
+    RECIPES["cpu_stem122"],
+    {"model_kwargs.mirror_positions": True},
+    name="cpu_stem122_mirrorpos",
+)
 RECIPES["cpu_avx2_stem122"] = apply_overrides(
     RECIPES["cpu_stem122"],
     dict(amp="none", budget_s=1800, epochs=60),
@@ -729,6 +735,24 @@ NOTES: dict[str, Note] = {
         results=(
             "ch07_vit_cpu_stem122_mirror[_seed<s>].json",
             "bench_cpu_recipe_stem122_mirror.json",
+        ),
+    ),
+    "cpu_stem122_mirrorpos": Note(
+        purpose="cpu_stem122 with its position table tied left to right (columns c and 3 - c of "
+        "the 4x4 token grid share a vector), a one-seed screen at equal epochs",
+        basis="cpu_stem122's two-view validation stands well above its one view (its seed 1 records "
+        "both), and tying the whole network "
+        "to its mirror (cpu_stem122_mirror) made one view equal two views without raising either "
+        "to the two-view level: that network lost what flipped images teach.  A learned position "
+        "table is the one part of cpu_stem122 that tells the Transformer left from right outright "
+        "(the tokenizer's convolutions learn both orientations from the flips), so that tokens of "
+        "a flipped image arrive with positions their content never met there.  Tying the table "
+        "alone removes that asymmetry and keeps the flips as data; the rows stay apart, and the "
+        "step's cost does not change.  A screen: seed 0, read against cpu_stem122's seeds on "
+        "one-view validation",
+        results=(
+            "ch07_vit_cpu_stem122_mirrorpos[_seed<s>].json",
+            "bench_cpu_recipe_stem122_mirrorpos.json",
         ),
     ),
     "cpu_wide": Note(

@@ -40,6 +40,7 @@ from torch.nn.utils import parametrize
 __all__ = [
     "PairedBatchNorm2d",
     "make_mirror_symmetric",
+    "make_positions_symmetric",
     "swap",
 ]
 
@@ -124,18 +125,22 @@ class _Kernel(_Symmetric):
 
 
 class _Positions(_Symmetric):
-    """A position table ``(1, prefix + grid * grid, dim)`` over a row-major square token grid."""
+    """A position table ``(1, prefix + grid * grid, dim)`` over a row-major square token grid:
+    column ``c`` tied to column ``grid - 1 - c``, its channels swapped (``swap_channels=False``:
+    the same vector at both columns)."""
 
-    def __init__(self, grid: int, prefix: int):
+    def __init__(self, grid: int, prefix: int, swap_channels: bool = True):
         super().__init__()
         self.grid, self.prefix = grid, prefix
+        self.swap_channels = swap_channels
 
     def _mirror(self, p: Tensor) -> Tensor:
         head, cells = p[:, : self.prefix], p[:, self.prefix :]
         cells = (
             cells.unflatten(1, (self.grid, self.grid)).flip(2).flatten(1, 2)
         )
-        return swap(torch.cat([head, cells], dim=1), -1, "halves")
+        p = torch.cat([head, cells], dim=1)
+        return swap(p, -1, "halves") if self.swap_channels else p
 
 
 class PairedBatchNorm2d(nn.BatchNorm1d):
@@ -267,4 +272,20 @@ def make_mirror_symmetric(model: nn.Module) -> nn.Module:
     _tie(model, "pos_embed", _Positions(grid, prefix))
     if getattr(model, "cls_token", None) is not None:
         _tie(model, "cls_token", _Vector())
+    return model
+
+
+def make_positions_symmetric(model: nn.Module) -> nn.Module:
+    """Tie ``model``'s position table alone: the token at column ``c`` of the grid gets the vector
+    the token at column ``grid - 1 - c`` gets, so the Transformer reads no left from right (the
+    rows stay apart).  Unlike ``make_mirror_symmetric`` the network is not invariant: its
+    tokenizer still learns each orientation from flipped training images.  Returns ``model``."""
+    tokens = model.patch_embed.num_patches
+    grid = int(round(tokens**0.5))
+    if grid * grid != tokens:
+        raise ValueError(
+            f"symmetric positions need a square token grid; got {tokens} tokens"
+        )
+    prefix = model.pos_embed.shape[1] - tokens
+    _tie(model, "pos_embed", _Positions(grid, prefix, swap_channels=False))
     return model

@@ -21,8 +21,10 @@ learned positions resampled to their coarser grid: the early epochs of a progres
 recipe train on them) and ``whiten_stem`` (the tokenizer's first convolution fixed to patch
 whitening filters from training images, ``init_from_data``, and with its batch norm's scale and
 shift, not trained: no gradient then flows through the full-resolution layer, the step's most
-memory-bound stage), and ``mirror`` (``models.mirror``: every layer tied to its left-right
-mirror, so that an image and its mirror get the same logits by construction).
+memory-bound stage), ``mirror`` (``models.mirror``: every layer tied to its left-right
+mirror, so that an image and its mirror get the same logits by construction) and
+``mirror_positions`` (the position table alone tied: columns ``c`` and ``grid - 1 - c`` of the
+token grid share a vector).
 
 Shapes: tokens ``(B, N, dim)`` (``N`` counts the CLS token when there is one); heads
 ``(B, H, N, dim / H)``.
@@ -42,7 +44,7 @@ from ..references.multihead import (
 )
 from ..references.positional import resample_grid
 from ..references.vit import ConvTokenizer, EncoderBlock, ViT
-from .mirror import make_mirror_symmetric
+from .mirror import make_mirror_symmetric, make_positions_symmetric
 from .whitening import whitening_filters
 
 __all__ = ["FastEncoderBlock", "FastViT"]
@@ -89,6 +91,7 @@ class FastViT(ViT):
         extra_sizes: tuple[int, ...] = (),
         whiten_stem: bool = False,
         mirror: bool = False,
+        mirror_positions: bool = False,
         **kwargs,
     ):
         if pool not in ("cls", "seq"):
@@ -161,9 +164,16 @@ class FastViT(ViT):
                 )
             self._freeze_first_layer()
         self.mirror = bool(mirror)
+        if self.mirror and mirror_positions:
+            raise ValueError(
+                "FastViT: mirror already ties the position table (with the channel pairs); give "
+                "mirror or mirror_positions, not both"
+            )
         if self.mirror:
             # last: it ties the final tokenizer, blocks and embeddings as initialised
             make_mirror_symmetric(self)
+        if mirror_positions:
+            make_positions_symmetric(self)
 
     def _first_layer(self) -> tuple[nn.Conv2d, nn.BatchNorm2d]:
         net = getattr(self.patch_embed, "net", None)

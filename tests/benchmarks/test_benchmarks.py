@@ -736,6 +736,24 @@ def test_cpu_stem122_mirror_is_cpu_stem122_tied_to_its_mirror():
         assert torch.allclose(model(x), model(x.flip(-1)), atol=1e-5)
 
 
+def test_cpu_stem122_mirrorpos_ties_the_position_table_alone():
+    """The screen changes the model's position table only, at cpu_stem122's epochs and arithmetic."""
+    from course_utils.experiments.recipes import RECIPES
+    from course_utils.training.compute import flops_per_image
+    from course_utils.training.recipes import build_model
+
+    base, tied = RECIPES["cpu_stem122"], RECIPES["cpu_stem122_mirrorpos"]
+    a, b = base.to_dict(), tied.to_dict()
+    assert {k for k in a if a[k] != b[k]} == {"name", "model_kwargs"}
+    ka, kb = a["model_kwargs"], b["model_kwargs"]
+    assert {k for k in ka.keys() | kb.keys() if ka.get(k) != kb.get(k)} == {
+        "mirror_positions"
+    }
+    assert flops_per_image(tied) == flops_per_image(base)
+    cells = build_model(tied).pos_embed[0, 1:].unflatten(0, (4, 4))
+    assert (cells == cells.flip(1)).all()
+
+
 def test_runs_held_to_narrower_kernels_say_so_and_table_apart(
     tmp_path, monkeypatch
 ):

@@ -182,3 +182,27 @@ def test_the_paired_batch_norm_normalises_each_pair_together():
     )
     with pytest.raises(ValueError, match="even width"):
         PairedBatchNorm2d(5)
+
+
+def test_symmetric_positions_tie_the_table_alone():
+    """``mirror_positions``: columns c and grid-1-c of the position table hold one vector (the rows
+    and the CLS slot stay free), the rest of the network stays untied, so the model is not
+    invariant; combined with ``mirror`` it is refused."""
+    torch.manual_seed(0)
+    model = FastViT(**SMALL, mirror_positions=True)
+    cells = model.pos_embed[0, 1:].unflatten(0, (4, 4))
+    assert torch.equal(cells, cells.flip(1))
+    assert not torch.allclose(cells[0], cells[1])  # rows apart
+    assert not torch.allclose(
+        cells[:, 0], cells[:, 1]
+    )  # columns 0 and 1 apart
+    assert model.no_weight_decay() == {
+        "parametrizations.pos_embed.original",
+        "cls_token",
+    }
+    x = _images()
+    model.eval()
+    with torch.no_grad():
+        assert not torch.allclose(model(x), model(x.flip(-1)), atol=1e-3)
+    with pytest.raises(ValueError, match="not both"):
+        _model(mirror_positions=True)
