@@ -26,6 +26,10 @@ start each random tensor is replaced by its symmetric part times sqrt(2), which 
 initialisation gave it (the average of two independent draws is sqrt(2) smaller).  The network
 has about half the free parameters and the same arithmetic as the one it ties.
 
+``make_positions_symmetric`` ties the position table alone (columns ``c`` and ``grid - 1 - c``
+share a vector): the Transformer then reads no left from right, while the rest of the network
+stays free and still learns each orientation from flipped training images.
+
 Shapes: feature maps ``(B, C, H, W)`` with ``C`` even; tokens ``(B, N, dim)``.
 """
 
