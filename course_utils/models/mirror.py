@@ -271,9 +271,7 @@ def make_mirror_symmetric(model: nn.Module) -> nn.Module:
             if m.bias is not None:
                 _tie(m, "bias", _Vector())
 
-    grid = int(round(tokenizer.num_patches**0.5))
-    prefix = model.pos_embed.shape[1] - tokenizer.num_patches
-    _tie(model, "pos_embed", _Positions(grid, prefix))
+    _tie_positions(model, swap_channels=True)
     if getattr(model, "cls_token", None) is not None:
         _tie(model, "cls_token", _Vector())
     return model
@@ -284,12 +282,18 @@ def make_positions_symmetric(model: nn.Module) -> nn.Module:
     the token at column ``grid - 1 - c`` gets, so the Transformer reads no left from right (the
     rows stay apart).  Unlike ``make_mirror_symmetric`` the network is not invariant: its
     tokenizer still learns each orientation from flipped training images.  Returns ``model``."""
+    _tie_positions(model, swap_channels=False)
+    return model
+
+
+def _tie_positions(model: nn.Module, swap_channels: bool) -> None:
+    """Tie ``model.pos_embed`` over its square token grid (``_Positions``); the slots before the
+    grid (a CLS token's) are tied to themselves."""
     tokens = model.patch_embed.num_patches
     grid = int(round(tokens**0.5))
     if grid * grid != tokens:
         raise ValueError(
-            f"symmetric positions need a square token grid; got {tokens} tokens"
+            f"a mirror tie needs a square token grid; got {tokens} tokens"
         )
     prefix = model.pos_embed.shape[1] - tokens
-    _tie(model, "pos_embed", _Positions(grid, prefix, swap_channels=False))
-    return model
+    _tie(model, "pos_embed", _Positions(grid, prefix, swap_channels))
