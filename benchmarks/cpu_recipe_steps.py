@@ -4,7 +4,7 @@ machine's matrix-multiply speed they reach.
     python -m benchmarks.cpu_recipe_steps                                # cpu_stem2_pad4 vs cpu_stem122
     python -m benchmarks.cpu_recipe_steps --recipes cpu cpu_stem2 --result bench_cpu_steps_other
 
-Each recipe's model, optimiser (the trainer's fused AdamW), batch size and memory format; bf16
+Each recipe's model, optimiser (the trainer's, ``training.optim.make_optimizer``), batch size and memory format; bf16
 autocast where the CPU has native bf16 (``avx512_bf16`` or AMX), float32 elsewhere, as the trainer's
 probe picks.  The recipes are timed in rotation, one step each per round, the order reversed every
 other round, so that a busy moment of the shared machine slows all of them alike; each ratio is the

@@ -5,7 +5,8 @@ baseline), ``torch_interop`` (the course's ``MultiHeadAttention`` <-> ``nn.Multi
 ``twins`` (graded layers computed by PyTorch's own functions: what the class edition builds),
 ``vit_fast`` (chapter 07's ViT as the trainer runs it), ``mirror`` (that ViT tied to its
 left-right mirror: an image and its mirror get the same logits), ``whitening`` (patch-whitening
-filters for a tokenizer's first layer).
+filters for a tokenizer's first layer), ``airbench`` (a tokenizer built like the convolutional half
+of airbench, the fastest CIFAR-10 trainer).
 
 May import torch and ``references``; never ``training``, ``grading`` or ``cli``.
 """

@@ -24,7 +24,9 @@ shift, not trained: no gradient then flows through the full-resolution layer, th
 memory-bound stage), ``mirror`` (``models.mirror``: every layer tied to its left-right
 mirror, so that an image and its mirror get the same logits by construction) and
 ``mirror_positions`` (the position table alone tied: columns ``c`` and ``grid - 1 - c`` of the
-token grid share a vector).
+token grid share a vector) and ``tokenizer="airbench"`` (``models.airbench``: a fixed whitening
+layer and conv groups that pool before they normalise, one group per width of ``stem_channels``,
+in place of the reference's ``ConvTokenizer``; ``init_from_data`` sets its whitening filters).
 
 Shapes: tokens ``(B, N, dim)`` (``N`` counts the CLS token when there is one); heads
 ``(B, H, N, dim / H)``.
@@ -44,6 +46,7 @@ from ..references.multihead import (
 )
 from ..references.positional import resample_grid
 from ..references.vit import ConvTokenizer, EncoderBlock, ViT
+from .airbench import AirbenchTokenizer
 from .mirror import make_mirror_symmetric, make_positions_symmetric
 from .whitening import whitening_filters
 
@@ -75,7 +78,8 @@ class FastViT(ViT):
     reference's truncated normal) or ``"pytorch"`` (each layer's own default); ``pool``: ``"cls"``
     (the reference's CLS token) or ``"seq"`` (sequence pooling: ``pos_embed (1, N, dim)``, no
     ``cls_token``, and a ``seq_pool`` layer scoring each token); ``stem_convs``: conv layers per
-    tokenizer width, one number for all or a tuple with one per width (1: the reference's tokenizer).  ``attention_maps``, inherited,
+    tokenizer width, one number for all or a tuple with one per width (1: the reference's tokenizer);
+    ``tokenizer``: ``"conv"`` (the reference's, with ``stem_convs``) or ``"airbench"``.  ``attention_maps``, inherited,
     reads ``tokens``: ``(B, H, N, N)`` per block without a CLS token.
     """
 
@@ -92,8 +96,13 @@ class FastViT(ViT):
         whiten_stem: bool = False,
         mirror: bool = False,
         mirror_positions: bool = False,
+        tokenizer: str = "conv",
         **kwargs,
     ):
+        if tokenizer not in ("conv", "airbench"):
+            raise ValueError(
+                f"FastViT: tokenizer={tokenizer!r} is not a choice; choose 'conv' or 'airbench'"
+            )
         if pool not in ("cls", "seq"):
             raise ValueError(
                 f"FastViT: pool={pool!r} is not a choice; choose 'cls' or 'seq'"
@@ -121,6 +130,31 @@ class FastViT(ViT):
                     f"(e.g. extra_sizes=({self.img_size - patch},))"
                 )
         self.extra_sizes = tuple(extra_sizes)
+        if tokenizer == "airbench":
+            refused = [
+                name
+                for name, on in (
+                    ("stem_convs", stem_convs != 1),
+                    ("extra_sizes", bool(extra_sizes)),
+                    ("whiten_stem", whiten_stem),
+                    ("mirror", mirror),
+                )
+                if on
+            ]
+            if not isinstance(self.patch_embed, ConvTokenizer) or refused:
+                raise ValueError(
+                    "FastViT: tokenizer='airbench' needs stem_channels (one width per group) and "
+                    "whitens its own first layer; it takes none of stem_convs, extra_sizes, "
+                    f"whiten_stem, mirror (given: {', '.join(refused) or 'no stem_channels'})"
+                )
+            old = self.patch_embed
+            self.patch_embed = AirbenchTokenizer(
+                self.img_size,
+                old.patch_size,
+                old.in_chans,
+                old.dim,
+                old.channels,
+            )
         if stem_convs != 1:
             if not isinstance(self.patch_embed, ConvTokenizer):
                 raise ValueError(
@@ -202,7 +236,11 @@ class FastViT(ViT):
     @torch.no_grad()
     def init_from_data(self, images: Tensor) -> None:
         """With ``whiten_stem``, set the first convolution to the whitening filters of ``images (N, 3,
-        H, W)`` (normalised training images; ``models.whitening``); otherwise nothing."""
+        H, W)`` (normalised training images; ``models.whitening``); the airbench tokenizer sets its
+        own; otherwise nothing."""
+        if isinstance(self.patch_embed, AirbenchTokenizer):
+            self.patch_embed.init_from_data(images)
+            return
         if not self.whiten_stem:
             return
         conv, _ = self._first_layer()

@@ -45,7 +45,7 @@ T = TypeVar("T")
 # The fields that name one of a fixed set of choices: their types say which (``CHOICES`` is read
 # from them), and ``Recipe`` checks them when it is made or replaced.
 ModelName = Literal["vit", "cct", "resnet"]
-OptimizerName = Literal["adamw", "sgd"]
+OptimizerName = Literal["adamw", "sgd", "adamw+sgd"]
 ScheduleName = Literal["cosine", "linear", "noam", "constant"]
 AmpName = Literal["auto", "bf16", "fp16", "none"]
 CompileMode = Literal[
@@ -65,12 +65,16 @@ class Recipe:
     model_kwargs: dict = dataclasses.field(default_factory=dict)
     epochs: int = 10
     batch_size: int = 128
-    optimizer: OptimizerName = (
-        "adamw"  # "adamw" or "sgd" (Nesterov momentum)
-    )
+    optimizer: OptimizerName = "adamw"  # "adamw", "sgd" (Nesterov momentum) or "adamw+sgd" (SGD for the ViT's tokenizer)
     momentum: float = 0.9  # sgd only
     lr: float = 1e-3
     weight_decay: float = 0.05
+    # "adamw+sgd" only: the tokenizer's SGD learning rate, its weight decay (PyTorch's coupled form:
+    # each step shrinks a weight by lr * decay before momentum), and the factor on the learning rate
+    # (dividing the decay) of its one-dimensional parameters, the norms' shifts and the biases
+    tokenizer_lr: float | None = None
+    tokenizer_weight_decay: float = 0.0
+    tokenizer_bias_lr_scale: float = 1.0
     warmup_epochs: float = 1.0
     schedule: ScheduleName = "cosine"  # "cosine" (warmup + cosine), "linear" (warmup + straight line to 0), "noam" (warmup + 1/sqrt(step)) or "constant"
     label_smoothing: float = 0.1
@@ -159,6 +163,21 @@ class Recipe:
                 "epochs trained on crops, above 0 and at most 1 (e.g. --set crop_until=0.9)"
             )
         self._check_progressive()
+        if (self.optimizer == "adamw+sgd") != (
+            self.tokenizer_lr is not None
+        ):
+            raise ValueError(
+                f"recipe {self.name!r}: optimizer={self.optimizer!r} with tokenizer_lr="
+                f"{self.tokenizer_lr!r}: the tokenizer's SGD learning rate is given with "
+                "optimizer='adamw+sgd' and only then (e.g. --set optimizer=adamw+sgd tokenizer_lr=0.75)"
+            )
+        if self.optimizer == "adamw+sgd" and not (
+            self.tokenizer_lr > 0 and self.tokenizer_bias_lr_scale > 0
+        ):
+            raise ValueError(
+                f"recipe {self.name!r}: tokenizer_lr={self.tokenizer_lr!r} and "
+                f"tokenizer_bias_lr_scale={self.tokenizer_bias_lr_scale!r} must be above 0"
+            )
         if self.budget_s is not None:
             if not (
                 isinstance(self.budget_s, (int, float)) and self.budget_s > 0

@@ -832,3 +832,38 @@ def test_held_recipe_is_cpu_avx2_stem122_by_another_name():
         RECIPES["cpu_avx2_stem122_held"].to_dict(),
     )
     assert {k for k in a if a[k] != b[k]} == {"name"}
+
+
+def test_cpu_airbench_carries_airbench_settings_and_runs_in_fast_mode(
+    tmp_path,
+):
+    """The candidate's tokenizer trains with airbench94's step per image and decay per step (its
+    units: a summed loss per 1024 images under momentum 0.85), and the recipe runs end to end on
+    the CPU in fast mode (synthetic images where CIFAR-10 is absent)."""
+    from course_utils.experiments.recipes import AIRBENCH_SGD, RECIPES
+    from course_utils.training.compute import flops_per_image
+    from course_utils.training.recipes import apply_overrides
+    from course_utils.training.trainer import train
+
+    r = RECIPES["cpu_airbench"]
+    kilostep = 1024 * (1 + 1 / (1 - 0.85))
+    assert r.optimizer == "adamw+sgd" and r.momentum == 0.85
+    # per image of a mean loss: airbench's lr over its 1024 * (1 + 1/(1 - momentum)) images
+    assert r.tokenizer_lr / r.batch_size == pytest.approx(
+        AIRBENCH_SGD["lr"] / kilostep
+    )
+    # each step shrinks a kernel by airbench's share for a batch of this size, and a norm shift by
+    # the same share at 64 times the rate
+    assert r.tokenizer_lr * r.tokenizer_weight_decay == pytest.approx(
+        AIRBENCH_SGD["weight_decay"] * r.batch_size / kilostep
+    )
+    assert r.tokenizer_bias_lr_scale == 64.0
+    assert r.warmup_epochs / r.epochs == pytest.approx(0.23)
+    assert (r.label_smoothing, r.crop_padding) == (0.2, 2)
+    # twice cpu_stem122's arithmetic or more: fewer epochs fill the half hour
+    assert flops_per_image(r) > 2 * flops_per_image(RECIPES["cpu_stem122"])
+    # fewer images than fast mode's default: the check is that every part runs, not what it learns
+    small = apply_overrides(r, dict(fast_train=1024, fast_eval=128))
+    summary = train(small, tmp_path / "run", fast=True, log=lambda *_: None)
+    assert summary["epochs_done"] == r.fast_epochs
+    assert 0.0 <= summary["test_acc"] <= 1.0
