@@ -369,6 +369,12 @@ RECIPES["cpu_airbench"] = apply_overrides(
     },
     name="cpu_airbench",
 )
+# cpu_airbench with the epochs its seed 0 left spare in the half hour (NOTES["cpu_airbench_e18"])
+RECIPES["cpu_airbench_e18"] = apply_overrides(
+    RECIPES["cpu_airbench"],
+    {"epochs": 18, "warmup_epochs": 0.23 * 18},
+    name="cpu_airbench_e18",
+)
 RECIPES["cpu_avx2_stem122"] = apply_overrides(
     RECIPES["cpu_stem122"],
     dict(amp="none", budget_s=1800, epochs=60),
@@ -843,6 +849,25 @@ NOTES: dict[str, Note] = {
         results=(
             "ch07_vit_cpu_airbench[_seed<s>].json",
             "bench_cpu_recipe_airbench.json",
+        ),
+    ),
+    "cpu_airbench_e18": Note(
+        purpose="cpu_airbench for 18 epochs instead of 16: the half hour its first seed left unused",
+        basis="cpu_airbench's seed 0 trained its 16 epochs in about 24 minutes, validation included "
+        "(results/ch07_vit_cpu_airbench.json records each epoch's time), and read higher on one-view "
+        "validation than any cpu_stem122 run, yet below the 0.88 the goal asks of the test set.  "
+        "Short screens of its settings, three-epoch schedules on seed 0 run outside the results "
+        "(the Transformer's AdamW rate halved, doubled and quadrupled; the tokenizer's SGD rate "
+        "halved; batch 256; label smoothing 0.1), all read within about half a point of one "
+        "another on validation, so the settings are left as they are and the spare time goes to "
+        "epochs: 18 at its pace is about 27 minutes, with a tenth of the half hour spare for a "
+        "slower hour.  The warm-up stays 23% of the steps.  Prediction: one-view validation about "
+        "0.878 (cpu_stem122's twice-the-epochs run gained about half a point on validation for "
+        "twice the epochs; two more here is a ninth more).  Read against cpu_airbench's seed 0 on "
+        "one-view validation",
+        results=(
+            "ch07_vit_cpu_airbench_e18[_seed<s>].json",
+            "bench_cpu_recipe_airbench_e18.json",
         ),
     ),
     "cpu_avx2_stem122": Note(

@@ -867,3 +867,22 @@ def test_cpu_airbench_carries_airbench_settings_and_runs_in_fast_mode(
     summary = train(small, tmp_path / "run", fast=True, log=lambda *_: None)
     assert summary["epochs_done"] == r.fast_epochs
     assert 0.0 <= summary["test_acc"] <= 1.0
+
+
+def test_cpu_airbench_e18_is_cpu_airbench_for_more_epochs():
+    """Only the epochs change, and the warm-up keeps its share of the steps."""
+    from course_utils.experiments.recipes import RECIPES
+
+    a, b = (
+        RECIPES["cpu_airbench"].to_dict(),
+        RECIPES["cpu_airbench_e18"].to_dict(),
+    )
+    assert {k for k in a if a[k] != b[k]} == {
+        "name",
+        "epochs",
+        "warmup_epochs",
+    }
+    assert b["epochs"] > a["epochs"]
+    assert b["warmup_epochs"] / b["epochs"] == pytest.approx(
+        a["warmup_epochs"] / a["epochs"]
+    )
