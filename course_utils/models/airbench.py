@@ -14,9 +14,9 @@ groups that pool before their batch norm, at the widths that train fastest per i
   at the coarser resolution, the cheaper place for a wide layer;
 - a max-pool to the token grid and a 1x1 projection to ``dim``.
 
-The batch norms train their shift, not their scale (airbench's choice: the convolution before a
-norm sets the scale, so a learned one is redundant), with a running average that follows the
-batches quickly (momentum 0.4 in PyTorch's convention), as airbench's does over its few epochs.
+The batch norms train their shift, not their scale, and their running statistics follow the
+batches quickly (momentum 0.4 in PyTorch's convention, 0.6 in airbench's), both as airbench's do
+over its few epochs.
 """
 
 from __future__ import annotations
