@@ -22,7 +22,7 @@ recipe train on them) and ``whiten_stem`` (the tokenizer's first convolution fix
 whitening filters from training images, ``init_from_data``, and with its batch norm's scale and
 shift, not trained: no gradient then flows through the full-resolution layer, the step's most
 memory-bound stage), ``mirror`` (``models.mirror``: every layer tied to its left-right
-mirror, so that an image and its mirror get the same logits by construction) and
+mirror, so that an image and its mirror get the same logits by construction),
 ``mirror_positions`` (the position table alone tied: columns ``c`` and ``grid - 1 - c`` of the
 token grid share a vector) and ``tokenizer="airbench"`` (``models.airbench``: a fixed whitening
 layer and conv groups that pool before they normalise, one group per width of ``stem_channels``,

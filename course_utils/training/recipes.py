@@ -66,7 +66,7 @@ class Recipe:
     epochs: int = 10
     batch_size: int = 128
     optimizer: OptimizerName = "adamw"  # "adamw", "sgd" (Nesterov momentum) or "adamw+sgd" (SGD for the ViT's tokenizer)
-    momentum: float = 0.9  # sgd only
+    momentum: float = 0.9  # sgd, and adamw+sgd's tokenizer
     lr: float = 1e-3
     weight_decay: float = 0.05
     # "adamw+sgd" only: the tokenizer's SGD learning rate, its weight decay (PyTorch's coupled form:
