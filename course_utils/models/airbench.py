@@ -12,7 +12,9 @@ groups that pool before their batch norm, at the widths that train fastest per i
 - one group per width in ``channels``: conv3x3 -> 2x2 max-pool -> batch norm -> GELU -> conv3x3 ->
   batch norm -> GELU.  The pool comes before the norm, so each group's second convolution works
   at the coarser resolution, the cheaper place for a wide layer;
-- a max-pool to the token grid and a 1x1 projection to ``dim``.
+- ``tail_convs`` more conv3x3 -> batch norm -> GELU layers at the last group's width and
+  resolution (airbench's third group starts with one there), then a max-pool to the token grid and
+  a 1x1 projection to ``dim``.
 
 The batch norms train their shift, not their scale, and their running statistics follow the
 batches quickly (momentum 0.4 in PyTorch's convention, 0.6 in airbench's), both as airbench's do
@@ -44,8 +46,9 @@ class AirbenchTokenizer(nn.Module):
     """Patch whitening, then conv groups (conv, pool, norm, GELU, conv, norm, GELU), then tokens.
 
     ``forward(images (B, in_chans, img_size, img_size)) -> (B, N, dim)``.  ``channels``: one group per
-    width; the groups halve the image each (after the whitening layer's one-pixel loss), and a
-    final max-pool brings the map to ``img_size // patch_size`` on a side.
+    width; the groups halve the image each (after the whitening layer's one-pixel loss),
+    ``tail_convs`` layers follow at the last width, and a final max-pool brings the map to
+    ``img_size // patch_size`` on a side.
     """
 
     def __init__(
@@ -55,8 +58,14 @@ class AirbenchTokenizer(nn.Module):
         in_chans: int,
         dim: int,
         channels: tuple[int, ...],
+        tail_convs: int = 0,
     ):
         super().__init__()
+        if not isinstance(tail_convs, int) or tail_convs < 0:
+            raise ValueError(
+                f"AirbenchTokenizer: tail_convs={tail_convs!r} must be a whole number of layers, "
+                "0 or more (e.g. tail_convs=1)"
+            )
         grid = img_size // patch_size
         side = img_size - WHITEN_KERNEL + 1
         for _ in channels:
@@ -84,19 +93,32 @@ class AirbenchTokenizer(nn.Module):
             )
             c_in = c_out
         self.groups = nn.Sequential(*groups)
+        # at the last group's resolution, before the pool to the grid: where the map still holds
+        # more positions than the tokens, so a layer here sees detail the tokens no longer do
+        self.tail = nn.Sequential(
+            *(
+                nn.Sequential(
+                    nn.Conv2d(c_in, c_in, 3, padding=1, bias=False),
+                    _norm(c_in),
+                    nn.GELU(),
+                )
+                for _ in range(tail_convs)
+            )
+        )
         self.proj = nn.Conv2d(c_in, dim, 1)
         self.grid = grid
         self.num_patches = grid * grid
         self.patch_size, self.in_chans, self.dim = patch_size, in_chans, dim
         self.channels = tuple(channels)
+        self.tail_convs = tail_convs
 
     def convolutional_parameters(self) -> list[nn.Parameter]:
-        """The trainable parameters before the projection (the whitening bias, the groups' kernels
-        and norm shifts): the part ``training.optim``'s ``"adamw+sgd"`` trains with SGD; the
+        """The trainable parameters before the projection (the whitening bias, the groups' and the
+        tail's kernels and norm shifts): the part ``training.optim``'s ``"adamw+sgd"`` trains with SGD; the
         projection into the Transformer's width trains with the Transformer."""
         return [
             p
-            for module in (self.whiten, self.groups)
+            for module in (self.whiten, self.groups, self.tail)
             for p in module.parameters()
             if p.requires_grad
         ]
@@ -112,7 +134,7 @@ class AirbenchTokenizer(nn.Module):
         self.whiten.bias.zero_()
 
     def forward(self, images: Tensor) -> Tensor:
-        x = self.groups(F.gelu(self.whiten(images)))
+        x = self.tail(self.groups(F.gelu(self.whiten(images))))
         # (B, C, side, side) -> (B, C, grid, grid): overlapping windows where side is no multiple
         x = F.adaptive_max_pool2d(x, self.grid)
         return self.proj(x).flatten(2).transpose(1, 2)

@@ -79,7 +79,8 @@ class FastViT(ViT):
     (the reference's CLS token) or ``"seq"`` (sequence pooling: ``pos_embed (1, N, dim)``, no
     ``cls_token``, and a ``seq_pool`` layer scoring each token); ``stem_convs``: conv layers per
     tokenizer width, one number for all or a tuple with one per width (1: the reference's tokenizer);
-    ``tokenizer``: ``"conv"`` (the reference's, with ``stem_convs``) or ``"airbench"``.  ``attention_maps``, inherited,
+    ``tokenizer``: ``"conv"`` (the reference's, with ``stem_convs``) or ``"airbench"`` (with
+    ``tail_convs``: layers at its last width before the pool to the token grid).  ``attention_maps``, inherited,
     reads ``tokens``: ``(B, H, N, N)`` per block without a CLS token.
     """
 
@@ -97,6 +98,7 @@ class FastViT(ViT):
         mirror: bool = False,
         mirror_positions: bool = False,
         tokenizer: str = "conv",
+        tail_convs: int = 0,
         **kwargs,
     ):
         if tokenizer not in ("conv", "airbench"):
@@ -154,6 +156,12 @@ class FastViT(ViT):
                 old.in_chans,
                 old.dim,
                 old.channels,
+                tail_convs=tail_convs,
+            )
+        elif tail_convs:
+            raise ValueError(
+                f"FastViT: tail_convs={tail_convs!r} belongs to tokenizer='airbench'; give "
+                "tokenizer='airbench' or leave tail_convs at 0"
             )
         if stem_convs != 1:
             if not isinstance(self.patch_embed, ConvTokenizer):

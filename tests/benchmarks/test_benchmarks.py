@@ -886,3 +886,27 @@ def test_cpu_airbench_e18_is_cpu_airbench_for_more_epochs():
     assert b["warmup_epochs"] / b["epochs"] == pytest.approx(
         a["warmup_epochs"] / a["epochs"]
     )
+
+
+def test_cpu_airbench_tail_adds_one_layer_and_keeps_the_warmup_share():
+    """Only the tokenizer's tail layer and the epochs change; the warm-up keeps its share of the
+    steps, and the extra layer costs arithmetic, so fewer epochs than cpu_airbench's."""
+    from course_utils.experiments.recipes import RECIPES
+    from course_utils.training.compute import flops_per_image
+    from course_utils.training.recipes import build_model
+
+    a, b = RECIPES["cpu_airbench"], RECIPES["cpu_airbench_tail"]
+    da, db = a.to_dict(), b.to_dict()
+    assert {k for k in da if da[k] != db[k]} == {
+        "name",
+        "model_kwargs",
+        "epochs",
+        "warmup_epochs",
+    }
+    assert {**da["model_kwargs"], "tail_convs": 1} == db["model_kwargs"]
+    assert b.epochs < a.epochs
+    assert b.warmup_epochs / b.epochs == pytest.approx(
+        a.warmup_epochs / a.epochs
+    )
+    assert flops_per_image(b) > flops_per_image(a)
+    assert len(build_model(b).patch_embed.tail) == 1

@@ -128,3 +128,46 @@ def test_an_unknown_tokenizer_is_named():
         ValueError, match="tokenizer='airbnb' is not a choice"
     ):
         FastViT(**ARGS, tokenizer="airbnb")
+
+
+def test_tail_convs_work_at_the_last_groups_resolution_and_train_with_the_tokenizer():
+    """Each tail layer is conv3x3 -> norm (shift only) -> GELU at the last width, on the map before
+    the pool to the grid; its kernels and shifts are convolutional parameters (trained by SGD)."""
+    tok = AirbenchTokenizer(32, 8, 3, 32, (8, 16), tail_convs=2)
+    assert len(tok.tail) == 2
+    for layer in tok.tail:
+        assert [type(m).__name__ for m in layer] == [
+            "Conv2d",
+            "BatchNorm2d",
+            "GELU",
+        ]
+        assert (layer[0].in_channels, layer[0].out_channels) == (16, 16)
+        assert not layer[1].weight.requires_grad
+    seen = {}
+
+    def record(module, inputs, output):
+        seen["side"] = output.shape[-1]
+
+    tok.tail[0][0].register_forward_hook(record)
+    assert tok(torch.randn(2, 3, 32, 32)).shape == (2, 16, 32)
+    assert (
+        seen["side"] == 7
+    )  # 32 -> 31 (whitening) -> 15 -> 7, before the pool to 4x4
+    named = {id(p) for p in tok.convolutional_parameters()}
+    assert {id(p) for p in tok.tail.parameters() if p.requires_grad} <= named
+    assert (
+        len(named) == 1 + 2 * 2 + 2 * 2 + 2 * 2
+    )  # whitening bias; groups; tail kernels, shifts
+    model = FastViT(**ARGS, tokenizer="airbench", tail_convs=1)
+    assert len(model.patch_embed.tail) == 1
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "1"])
+def test_a_tail_that_is_no_layer_count_is_refused(bad):
+    with pytest.raises(ValueError, match="whole number of layers"):
+        AirbenchTokenizer(32, 8, 3, 32, (8,), tail_convs=bad)
+
+
+def test_tail_convs_without_the_airbench_tokenizer_are_refused():
+    with pytest.raises(ValueError, match="belongs to tokenizer='airbench'"):
+        FastViT(**ARGS, tail_convs=1)
