@@ -24,9 +24,13 @@ shift, not trained: no gradient then flows through the full-resolution layer, th
 memory-bound stage), ``mirror`` (``models.mirror``: every layer tied to its left-right
 mirror, so that an image and its mirror get the same logits by construction),
 ``mirror_positions`` (the position table alone tied: columns ``c`` and ``grid - 1 - c`` of the
-token grid share a vector) and ``tokenizer="airbench"`` (``models.airbench``: a fixed whitening
+token grid share a vector), ``tokenizer="airbench"`` (``models.airbench``: a fixed whitening
 layer and conv groups that pool before they normalise, one group per width of ``stem_channels``,
-in place of the reference's ``ConvTokenizer``; ``init_from_data`` sets its whitening filters).
+in place of the reference's ``ConvTokenizer``; ``init_from_data`` sets its whitening filters) and
+``locality`` (locality self-attention, Lee, Lee and Song, 2021, "Vision Transformer for Small-Size
+Datasets": in every block no token attends to itself, and the softmax's temperature, the
+``sqrt(dim / heads)`` that scores are divided by, is a learned number per block, so that training
+can sharpen attention that small data sets leave too flat).
 
 Shapes: tokens ``(B, N, dim)`` (``N`` counts the CLS token when there is one); heads
 ``(B, H, N, dim / H)``.
@@ -56,17 +60,23 @@ __all__ = ["FastEncoderBlock", "FastViT"]
 class FastEncoderBlock(EncoderBlock):
     """``references.vit.EncoderBlock`` with fused self-attention: ``forward(x (B, N, dim)) -> (B, N, dim)``.
 
-    ``drop_path`` (identity unless ``FastViT`` sets a rate) drops each residual branch per sample.
+    ``drop_path`` (identity unless ``FastViT`` sets a rate) drops each residual branch per sample;
+    ``temperature`` (None unless ``FastViT(locality=True)`` sets it) makes the attention local.
     """
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # no parameters: the state dict is the reference's
+        # no parameters by default: the state dict is the reference's
         self.drop_path: nn.Module = nn.Identity()
+        self.temperature: nn.Parameter | None = None
 
     def forward(self, x: Tensor) -> Tensor:
         x = x + self.drop_path(
-            self.drop1(fused_self_attention(self.attn, self.norm1(x)))
+            self.drop1(
+                fused_self_attention(
+                    self.attn, self.norm1(x), temperature=self.temperature
+                )
+            )
         )
         return x + self.drop_path(self.mlp(self.norm2(x)))
 
@@ -80,8 +90,9 @@ class FastViT(ViT):
     ``cls_token``, and a ``seq_pool`` layer scoring each token); ``stem_convs``: conv layers per
     tokenizer width, one number for all or a tuple with one per width (1: the reference's tokenizer);
     ``tokenizer``: ``"conv"`` (the reference's, with ``stem_convs``) or ``"airbench"`` (with
-    ``tail_convs``: layers at its last width before the pool to the token grid).  ``attention_maps``, inherited,
-    reads ``tokens``: ``(B, H, N, N)`` per block without a CLS token.
+    ``tail_convs``: layers at its last width before the pool to the token grid); ``locality``: locality
+    self-attention in every block.  ``attention_maps``, inherited, reads ``tokens``: ``(B, H, N, N)`` per
+    block without a CLS token (refused with ``locality``, which the reference's attention lacks).
     """
 
     block_type = FastEncoderBlock
@@ -99,6 +110,7 @@ class FastViT(ViT):
         mirror_positions: bool = False,
         tokenizer: str = "conv",
         tail_convs: int = 0,
+        locality: bool = False,
         **kwargs,
     ):
         if tokenizer not in ("conv", "airbench"):
@@ -184,6 +196,23 @@ class FastViT(ViT):
             rate = drop_path * i / max(depth - 1, 1)
             if rate > 0:
                 block.drop_path = StochasticDepth(rate, mode="row")
+        if not isinstance(locality, bool):
+            raise TypeError(
+                f"FastViT: locality={locality!r} must be True or False"
+            )
+        self.locality = locality
+        if locality and self.patch_embed.num_patches + (pool == "cls") < 2:
+            raise ValueError(
+                "FastViT: locality=True needs at least two tokens (no token attends to itself); "
+                "use a smaller patch_size or pool='cls'"
+            )
+        if locality:
+            # after the reference's parameters, so that locality=False draws what the reference
+            # draws; each block starts at the usual temperature sqrt(head size)
+            for block in self.blocks:
+                block.temperature = nn.Parameter(
+                    torch.tensor(float(block.attn.head_dim) ** 0.5)
+                )
         self.seq_pool: nn.Linear | None = None
         if pool == "seq":
             # the patch tokens' positions, without the CLS token's slot; created after the
@@ -322,9 +351,23 @@ class FastViT(ViT):
         weights = torch.softmax(self.seq_pool(x).float(), dim=1).to(x.dtype)
         return self.head((weights * x).sum(dim=1))
 
+    def attention_maps(self, images: Tensor) -> list[Tensor]:
+        if self.locality:
+            raise ValueError(
+                "FastViT.attention_maps reads the reference's attention, which has no locality "
+                "(no masked diagonal, no learned temperature); read maps from a model built with "
+                "locality=False"
+            )
+        return super().attention_maps(images)
 
-def fused_self_attention(mha: MultiHeadAttention, x: Tensor) -> Tensor:
-    """``mha(x, x, x)[0]`` for ``x (B, N, d)`` without the ``(B, H, N, N)`` weights kept for backward."""
+
+def fused_self_attention(
+    mha: MultiHeadAttention, x: Tensor, temperature: Tensor | None = None
+) -> Tensor:
+    """``mha(x, x, x)[0]`` for ``x (B, N, d)`` without the ``(B, H, N, N)`` weights kept for backward.
+
+    ``temperature`` (a scalar tensor): locality self-attention instead, the scores divided by it
+    rather than by ``sqrt(d / H)`` and each token's score for itself left out of its softmax."""
     # One (3d, d) matmul instead of three (d, d) ones: fewer, larger kernels are faster on a CPU.
     # Under autocast the weights are cast before they are joined: the copy moves half the bytes,
     # and F.linear finds them already in the compute dtype.
@@ -346,6 +389,13 @@ def fused_self_attention(mha: MultiHeadAttention, x: Tensor) -> Tensor:
         for t in F.linear(x, weight, bias).chunk(3, dim=-1)
     )
     p = mha.dropout.p if mha.training else 0.0
+    n = x.shape[-2]
+    # (N, N), True where a query may attend: everywhere but the diagonal under locality
+    others = (
+        None
+        if temperature is None
+        else ~torch.eye(n, dtype=torch.bool, device=x.device)
+    )
     if (
         x.device.type == "cpu"
         and torch.is_grad_enabled()
@@ -355,12 +405,22 @@ def fused_self_attention(mha: MultiHeadAttention, x: Tensor) -> Tensor:
         # two plain matmuls and a softmax train the whole ViT faster.  In float32 the fused
         # kernel is the faster one (benchmarks/vit_throughput.py measures both paths).  The scale is
         # applied to the contiguous scores, not to the strided q view (one copy fewer).
-        weights = torch.softmax(
-            (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5, dim=-1
+        scale = (
+            q.shape[-1] ** -0.5 if temperature is None else 1 / temperature
         )
+        scores = (q @ k.transpose(-2, -1)) * scale
+        if others is not None:
+            scores = scores.masked_fill(~others, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
         attended = F.dropout(weights, p) @ v
     else:
-        attended = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+        if temperature is not None:
+            # the kernel divides by sqrt(d / H) itself and takes no tensor scale: fold the
+            # learned one into q so that the gradient reaches it
+            q = q * (q.shape[-1] ** 0.5 / temperature)
+        attended = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=others, dropout_p=p
+        )
     return mha.w_o(merge_heads(attended))
 
 
