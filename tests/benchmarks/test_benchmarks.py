@@ -910,3 +910,22 @@ def test_cpu_airbench_tail_adds_one_layer_and_keeps_the_warmup_share():
     )
     assert flops_per_image(b) > flops_per_image(a)
     assert len(build_model(b).patch_embed.tail) == 1
+
+
+def test_cpu_airbench_lsa_changes_only_the_attention():
+    """Locality self-attention alone: the model's switch, nothing in the schedule, and no arithmetic
+    that would ask for fewer epochs (a learned number per block, a masked diagonal)."""
+    from course_utils.experiments.recipes import RECIPES
+    from course_utils.training.compute import flops_per_image
+    from course_utils.training.recipes import build_model
+
+    a, b = RECIPES["cpu_airbench_tail"], RECIPES["cpu_airbench_lsa"]
+    da, db = a.to_dict(), b.to_dict()
+    assert {k for k in da if da[k] != db[k]} == {"name", "model_kwargs"}
+    assert {**da["model_kwargs"], "locality": True} == db["model_kwargs"]
+    assert flops_per_image(b) == pytest.approx(flops_per_image(a), rel=0.01)
+    model = build_model(b)
+    assert all(block.temperature is not None for block in model.blocks)
+    assert sum(p.numel() for p in model.parameters()) == sum(
+        p.numel() for p in build_model(a).parameters()
+    ) + len(model.blocks)
