@@ -30,7 +30,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help venv book serve test lab execute release class-edition collect autograde feedback grades clean \
 	score-functions layer-comparison position-extrapolation seq2seq train-laptop train-cpu train-cpu-float32 \
-	train-cpu-avx2 train-cpu-avx2-init train-cpu-avx2-b64 train-cpu-avx2-pad2 train-cpu-avx2-seqpool train-cpu-avx2-linear train-cpu-stem2 train-cpu-stem2-pad4 train-cpu-stem122 train-cpu-stem122-ema train-cpu-stem122-screens train-cpu-stem122-prog train-cpu-stem122-white train-cpu-stem122-trivial train-cpu-stem122-x2 train-cpu-stem122-dp train-cpu-stem122-mirror train-cpu-stem122-mirrorpos train-cpu-airbench train-cpu-airbench-e18 train-cpu-airbench-tail train-cpu-airbench-lsa train-cpu-stem122-ls0 train-cpu-stem122-b32 train-cpu-wide train-cpu-avx2-stem122 train-cpu-avx2-stem122-held train-resnet sweep levers-model method-half-hour method-test sweep-cpu noise-rule train-gpu train-gpu-short gpu-window gpu-method gpu-lease gpu-window-prep jpeg-cost \
+	train-cpu-avx2 train-cpu-avx2-init train-cpu-avx2-b64 train-cpu-avx2-pad2 train-cpu-avx2-seqpool train-cpu-avx2-linear train-cpu-stem2 train-cpu-stem2-pad4 train-cpu-stem122 train-cpu-stem122-ema train-cpu-stem122-screens train-cpu-stem122-prog train-cpu-stem122-white train-cpu-stem122-trivial train-cpu-stem122-x2 train-cpu-stem122-dp train-cpu-stem122-mirror train-cpu-stem122-mirrorpos train-cpu-airbench train-cpu-airbench-e18 train-cpu-airbench-tail train-cpu-airbench-tail-49k train-cpu-airbench-lsa train-cpu-stem122-ls0 train-cpu-stem122-b32 train-cpu-wide train-cpu-avx2-stem122 train-cpu-avx2-stem122-held train-resnet sweep levers-model method-half-hour method-test sweep-cpu noise-rule train-gpu train-gpu-short gpu-window gpu-method gpu-lease gpu-window-prep jpeg-cost \
 	bench bench-cpu-precision bench-cpu-precision-avx2 bench-cpu-recipe-steps gpu-check notebook-times
 
 help: ## this list: every target's `## ` note, then every variable's `#> ` note with its default
@@ -193,6 +193,9 @@ train-cpu-airbench-e18: $(STAMP) ## results/ch07_vit_cpu_airbench_e18*.json, ben
 
 train-cpu-airbench-tail: $(STAMP) ## results/ch07_vit_cpu_airbench_tail*.json, bench_cpu_recipe_airbench_tail.json: cpu_airbench with one more conv before the pool to the tokens, seed 0 first
 	$(EXP).cpu_recipe --recipe cpu_airbench_tail --seeds 0
+
+train-cpu-airbench-tail-49k: $(STAMP) ## results/ch07_vit_cpu_airbench_tail_49k*.json, bench_cpu_recipe_airbench_tail_49k.json: cpu_airbench_tail trained on 49,000 images for the final reading, three seeds
+	$(EXP).cpu_recipe --recipe cpu_airbench_tail_49k --seeds 0 1 2
 
 train-cpu-airbench-lsa: $(STAMP) ## results/ch07_vit_cpu_airbench_lsa*.json, bench_cpu_recipe_airbench_lsa.json: cpu_airbench_tail with locality self-attention, a one-seed screen
 	$(EXP).cpu_recipe --recipe cpu_airbench_lsa --seeds 0

@@ -6,7 +6,7 @@
     python -m course_utils.experiments.cpu_recipe --recipe cpu_avx2 --seeds 0     # the same on an AVX2-only CPU
     python -m course_utils.experiments.cpu_recipe [--recipe resnet]               # rebuilds a table from the stored runs
 
-``--recipe`` names one of ``RECIPES`` ("cpu", the default, "cpu_float32", "cpu_avx2", "cpu_avx2_init", "cpu_avx2_b64", "cpu_avx2_pad2", "cpu_avx2_seqpool", "cpu_avx2_linear", "cpu_stem2", "cpu_stem2_pad4", "cpu_stem122", "cpu_stem122_ema", "cpu_stem122_lr_down", "cpu_stem122_lr_up", "cpu_stem122_ls2", "cpu_stem122_ls0", "cpu_stem122_b32", "cpu_stem122_altflip", "cpu_stem122_cropend", "cpu_stem122_prog", "cpu_stem122_white", "cpu_stem122_trivial", "cpu_stem122_x2", "cpu_stem122_dp", "cpu_stem122_mirror", "cpu_stem122_mirrorpos", "cpu_airbench", "cpu_airbench_e18", "cpu_airbench_tail", "cpu_airbench_lsa", "cpu_wide", "cpu_avx2_stem122", "cpu_avx2_stem122_held" or "resnet"), each with its own files:
+``--recipe`` names one of ``RECIPES`` ("cpu", the default, "cpu_float32", "cpu_avx2", "cpu_avx2_init", "cpu_avx2_b64", "cpu_avx2_pad2", "cpu_avx2_seqpool", "cpu_avx2_linear", "cpu_stem2", "cpu_stem2_pad4", "cpu_stem122", "cpu_stem122_ema", "cpu_stem122_lr_down", "cpu_stem122_lr_up", "cpu_stem122_ls2", "cpu_stem122_ls0", "cpu_stem122_b32", "cpu_stem122_altflip", "cpu_stem122_cropend", "cpu_stem122_prog", "cpu_stem122_white", "cpu_stem122_trivial", "cpu_stem122_x2", "cpu_stem122_dp", "cpu_stem122_mirror", "cpu_stem122_mirrorpos", "cpu_airbench", "cpu_airbench_e18", "cpu_airbench_tail", "cpu_airbench_tail_49k", "cpu_airbench_lsa", "cpu_wide", "cpu_avx2_stem122", "cpu_avx2_stem122_held" or "resnet"), each with its own files:
 
 | recipe | seed 0 (with its weights) | seed s > 0 | table | runs |
 |---|---|---|---|---|
@@ -151,6 +151,10 @@ FILES = {
     "cpu_airbench_tail": (
         "ch07_vit_cpu_airbench_tail",
         "bench_cpu_recipe_airbench_tail",
+    ),
+    "cpu_airbench_tail_49k": (
+        "ch07_vit_cpu_airbench_tail_49k",
+        "bench_cpu_recipe_airbench_tail_49k",
     ),
     "cpu_airbench_lsa": (
         "ch07_vit_cpu_airbench_lsa",

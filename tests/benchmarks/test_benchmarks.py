@@ -912,6 +912,28 @@ def test_cpu_airbench_tail_adds_one_layer_and_keeps_the_warmup_share():
     assert len(build_model(b).patch_embed.tail) == 1
 
 
+def test_cpu_airbench_tail_49k_changes_only_the_split_and_sees_as_many_images():
+    """The final fit of the chosen recipe: the same model and optimiser, a smaller validation, and
+    the epochs cut so that the images seen (and so the half hour) stay about the same."""
+    from course_utils.experiments.recipes import RECIPES
+
+    a, b = RECIPES["cpu_airbench_tail"], RECIPES["cpu_airbench_tail_49k"]
+    da, db = a.to_dict(), b.to_dict()
+    assert {k for k in da if da[k] != db[k]} == {
+        "name",
+        "val_size",
+        "epochs",
+        "warmup_epochs",
+    }
+    assert b.val_size < a.val_size
+    seen_a = (50_000 - a.val_size) * a.epochs
+    seen_b = (50_000 - b.val_size) * b.epochs
+    assert seen_b == pytest.approx(seen_a, rel=0.02)
+    assert b.warmup_epochs / b.epochs == pytest.approx(
+        a.warmup_epochs / a.epochs
+    )
+
+
 def test_cpu_airbench_lsa_changes_only_the_attention():
     """Locality self-attention alone: the model's switch, nothing in the schedule, and no arithmetic
     that would ask for fewer epochs (a learned number per block, a masked diagonal)."""
