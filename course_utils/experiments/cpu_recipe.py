@@ -357,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
         FILES[args.recipe][1],
         table,
         dataset="CIFAR-10, JPEG copy",
-        split="validation (5,000 images carved from the training set); test evaluated once",
+        split=f"validation ({RECIPES[args.recipe].val_size:,} images carved from the training set); "
+        "test evaluated once",
     )
     for key, entry in table["machines"].items():
         s = entry["summary"]

@@ -109,7 +109,7 @@ def write_run_result(
         name,
         summary,
         dataset=data.source,
-        split="validation (5,000 images carved from the training set)"
+        split=f"validation ({len(data.val_labels):,} images carved from the training set)"
         if not fast
         else "validation subset (fast mode)",
         wall_time_s=elapsed,
