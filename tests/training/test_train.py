@@ -438,3 +438,34 @@ def test_the_precision_probe_leaves_the_model_as_it_was():
     )
     assert all(p.grad is None for p in model.parameters())
     assert torch.equal(torch.get_rng_state(), rng)
+
+
+def test_a_run_result_names_the_validation_size_it_was_chosen_on(
+    tmp_path, monkeypatch
+):
+    """The result's provenance states the split the epoch was picked on, read from the data, so a
+    recipe with a smaller validation (cpu_airbench_tail_49k's 1,000 images) says so."""
+    from course_utils.training import data as cdata
+    from course_utils.training.checkpoint import write_run_result
+
+    monkeypatch.setattr(
+        "course_utils.results.RESULTS_DIR", tmp_path / "results"
+    )
+    split = cdata.split_validation(
+        cdata.synthetic_cifar(n_train=640, n_test=64), val_size=120
+    )
+    write_run_result(
+        "tiny_run",
+        torch.nn.Linear(2, 2),
+        {"test_acc": 0.5},
+        split,
+        False,
+        1.0,
+        "0" * 40,
+        lambda *_: None,
+    )
+    stored = json.loads((tmp_path / "results" / "tiny_run.json").read_text())
+    assert (
+        stored["provenance"]["selection_split"]
+        == "validation (120 images carved from the training set)"
+    )
