@@ -888,6 +888,12 @@ def test_cpu_airbench_e18_is_cpu_airbench_for_more_epochs():
     )
 
 
+def _changed_fields(a, b) -> set[str]:
+    """The ``Recipe`` fields whose values differ between ``a`` and ``b``."""
+    da, db = a.to_dict(), b.to_dict()
+    return {k for k in da if da[k] != db[k]}
+
+
 def test_cpu_airbench_tail_adds_one_layer_and_keeps_the_warmup_share():
     """Only the tokenizer's tail layer and the epochs change; the warm-up keeps its share of the
     steps, and the extra layer costs arithmetic, so fewer epochs than cpu_airbench's."""
@@ -897,7 +903,7 @@ def test_cpu_airbench_tail_adds_one_layer_and_keeps_the_warmup_share():
 
     a, b = RECIPES["cpu_airbench"], RECIPES["cpu_airbench_tail"]
     da, db = a.to_dict(), b.to_dict()
-    assert {k for k in da if da[k] != db[k]} == {
+    assert _changed_fields(a, b) == {
         "name",
         "model_kwargs",
         "epochs",
@@ -918,8 +924,7 @@ def test_cpu_airbench_tail_49k_changes_only_the_split_and_sees_as_many_images():
     from course_utils.experiments.recipes import RECIPES
 
     a, b = RECIPES["cpu_airbench_tail"], RECIPES["cpu_airbench_tail_49k"]
-    da, db = a.to_dict(), b.to_dict()
-    assert {k for k in da if da[k] != db[k]} == {
+    assert _changed_fields(a, b) == {
         "name",
         "val_size",
         "epochs",
@@ -943,7 +948,7 @@ def test_cpu_airbench_lsa_changes_only_the_attention():
 
     a, b = RECIPES["cpu_airbench_tail"], RECIPES["cpu_airbench_lsa"]
     da, db = a.to_dict(), b.to_dict()
-    assert {k for k in da if da[k] != db[k]} == {"name", "model_kwargs"}
+    assert _changed_fields(a, b) == {"name", "model_kwargs"}
     assert {**da["model_kwargs"], "locality": True} == db["model_kwargs"]
     assert flops_per_image(b) == pytest.approx(flops_per_image(a), rel=0.01)
     model = build_model(b)
