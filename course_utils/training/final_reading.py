@@ -19,6 +19,7 @@ from . import data as cdata
 from .precision import choose_amp
 from .recipes import build_model
 from .sweep import (
+    SPLIT_ABOUT,
     SWEEP_DIR,
     Budget,
     Variants,
@@ -115,8 +116,8 @@ def read_test_once(
         "variant": name,
         "about": about,
         "runs": {k: runs[k] for k in sorted(runs, key=int)},
-        "selection": "the variant and each run's epoch chosen on validation (5,000 images carved from "
-        "the training set); the test set read once per run, after",
+        "selection": f"the variant and each run's epoch chosen on validation ({SPLIT_ABOUT}); the "
+        "test set read once per run, after",
     }
     write_result(
         result,

@@ -68,6 +68,8 @@ __all__ = [
 SWEEP_DIR = Path("runs/sweep")
 # the split every budget uses: CIFAR-10's training images, of which VAL_SIZE become the validation set
 CIFAR10_TRAIN, VAL_SIZE = 50_000, 5_000
+# how results name that validation set
+SPLIT_ABOUT = f"{VAL_SIZE:,} images carved from the training set"
 
 # (name, what changes, overrides for apply_overrides)
 Change = tuple[str, str, dict]
@@ -185,7 +187,7 @@ def ladder_top(
 
 
 def load_budget_data(budget: Budget, seed: int = 0) -> cdata.Split:
-    """The standard split (5,000 validation images carved from training), training set cut to the budget."""
+    """The standard split (VAL_SIZE validation images carved from training), training set cut to the budget."""
     split = cdata.split_validation(
         cdata.load_cifar10(), val_size=VAL_SIZE, seed=0
     )
@@ -443,7 +445,7 @@ def collect(
         "budget_about": budget.about,
         "order": list(runs),
         "runs": runs,
-        "selection": "best validation accuracy over epochs (5,000 images carved from the training set); "
+        "selection": f"best validation accuracy over epochs ({SPLIT_ABOUT}); "
         "the test set is not used by the sweep",
     }
     for name, seeds in runs.items():
@@ -458,7 +460,7 @@ def collect(
             result,
             out,
             dataset=dataset,
-            split="validation (5,000 images carved from the training set)",
+            split=f"validation ({SPLIT_ABOUT})",
             wall_time_s=wall,
             git_commit=git_commit,
         )
@@ -716,7 +718,7 @@ def search(
             result,
             out,
             dataset=split.source,
-            split="validation (5,000 images carved from the training set)",
+            split=f"validation ({SPLIT_ABOUT})",
             wall_time_s=sum(r["seconds"] or 0 for r in rows) + rerun_time,
             git_commit=commit,
         )
